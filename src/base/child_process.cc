@@ -1,0 +1,302 @@
+#include "src/base/child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "src/base/io.h"
+#include "src/base/status_macros.h"
+
+extern char** environ;
+
+namespace abox::base {
+namespace {
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+ExitStatus FromWaitStatus(int wstatus) {
+  ExitStatus s;
+  if (WIFEXITED(wstatus)) {
+    s.exit_code = WEXITSTATUS(wstatus);
+  } else if (WIFSIGNALED(wstatus)) {
+    s.signal = WTERMSIG(wstatus);
+  } else {
+    s.exit_code = 255;
+  }
+  return s;
+}
+
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const auto& s : v) {
+    out.push_back(const_cast<char*>(s.c_str()));
+  }
+  out.push_back(nullptr);
+  return out;
+}
+
+// Child side of Spawn: async-signal-safe calls only. Reports errno through `err_fd` and exits.
+[[noreturn]] void ChildAfterFork(const SpawnOptions& o, pid_t parent, char* const* argv,
+                                 char* const* envp, const char* path, int err_fd) {
+  auto die = [&](int step) {
+    int payload[2] = {step, errno};
+    (void)!::write(err_fd, payload, sizeof(payload));
+    ::_exit(127);
+  };
+  if (o.parent_death_signal != 0) {
+    if (::prctl(PR_SET_PDEATHSIG, o.parent_death_signal) != 0) {
+      die(1);
+    }
+    if (::getppid() != parent) {
+      ::_exit(127);  // The parent is already gone.
+    }
+  }
+  if (o.new_session && ::setsid() < 0) {
+    die(2);
+  }
+  // Reset signal dispositions and the mask so the child starts clean.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    ::sigaction(sig, &dfl, nullptr);
+  }
+  sigset_t empty;
+  ::sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  int devnull = -1;
+  auto stdio = [&](int src, int dst) {
+    if (src < 0) {
+      if (devnull < 0) {
+        devnull = ::open("/dev/null", O_RDWR);
+      }
+      src = devnull;
+    }
+    if (src == dst) {
+      int flags = ::fcntl(src, F_GETFD);
+      ::fcntl(src, F_SETFD, flags & ~FD_CLOEXEC);
+    } else if (::dup2(src, dst) < 0) {
+      die(3);
+    }
+  };
+  stdio(o.stdin_fd, 0);
+  stdio(o.stdout_fd, 1);
+  stdio(o.stderr_fd, 2);
+  for (int fd : o.keep_fds) {
+    int flags = ::fcntl(fd, F_GETFD);
+    if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) {
+      die(4);
+    }
+  }
+  if (o.cwd && ::chdir(o.cwd->c_str()) != 0) {
+    die(5);
+  }
+  ::execve(path, argv, envp);
+  die(6);
+  __builtin_unreachable();
+}
+
+}  // namespace
+
+std::string ExitStatus::ToString() const {
+  if (exit_code) {
+    return absl::StrCat("exit code ", *exit_code);
+  }
+  return absl::StrCat("killed by signal ", signal.value_or(0), " (", strsignal(signal.value_or(0)),
+                      ")");
+}
+
+std::optional<std::string> FindExecutable(const std::string& name) {
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) == 0) {
+      return name;
+    }
+    return std::nullopt;
+  }
+  const char* path = ::getenv("PATH");  // NOLINT(concurrency-mt-unsafe): read-only use.
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+  for (absl::string_view dir : absl::StrSplit(p, ':')) {
+    if (dir.empty()) {
+      continue;
+    }
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
+  if (o.argv.empty()) {
+    return absl::InvalidArgumentError("Spawn: empty argv");
+  }
+  std::optional<std::string> path = FindExecutable(o.argv[0]);
+  if (!path) {
+    return absl::NotFoundError(absl::StrCat(o.argv[0], ": command not found in PATH"));
+  }
+  std::vector<char*> argv = CStrings(o.argv);
+  std::vector<std::string> env_copy;
+  std::vector<char*> envp;
+  char* const* env_ptr = environ;
+  if (o.env) {
+    envp = CStrings(*o.env);
+    env_ptr = envp.data();
+  }
+  ABOX_ASSIGN_OR_RETURN(Pipe err_pipe, MakePipe());
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    return ErrnoError("fork");
+  }
+  if (pid == 0) {
+    ChildAfterFork(o, parent, argv.data(), env_ptr, path->c_str(), err_pipe.write.get());
+  }
+  err_pipe.write.reset();
+  UniqueFd pidfd(PidfdOpen(pid));
+  ChildProcess child(pid, std::move(pidfd));
+  if (!child.pidfd_) {
+    return ErrnoError("pidfd_open");
+  }
+  int payload[2] = {0, 0};
+  ssize_t n;
+  do {
+    n = ::read(err_pipe.read.get(), payload, sizeof(payload));
+  } while (n < 0 && errno == EINTR);
+  if (n == sizeof(payload)) {
+    child.KillAndReap();
+    static constexpr const char* kSteps[] = {"",      "prctl(PDEATHSIG)", "setsid", "dup2",
+                                             "fcntl", "chdir",            "execve"};
+    int step = payload[0] >= 1 && payload[0] <= 6 ? payload[0] : 0;
+    return ErrnoError(absl::StrCat(kSteps[step], "(", o.argv[0], ")"), payload[1]);
+  }
+  return child;
+}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    KillAndReap();
+    pid_ = std::exchange(other.pid_, -1);
+    pidfd_ = std::move(other.pidfd_);
+    status_ = std::move(other.status_);
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() { KillAndReap(); }
+
+absl::Status ChildProcess::Kill(int sig) {
+  if (!running()) {
+    return absl::OkStatus();
+  }
+  if (::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0) != 0 && errno != ESRCH) {
+    return ErrnoError("pidfd_send_signal");
+  }
+  return absl::OkStatus();
+}
+
+std::optional<ExitStatus> ChildProcess::TryWait() {
+  if (status_ || pid_ <= 0) {
+    return status_;
+  }
+  int wstatus = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid_, &wstatus, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == pid_) {
+    status_ = FromWaitStatus(wstatus);
+  } else if (r < 0 && errno == ECHILD) {
+    status_ = ExitStatus{.exit_code = 255};  // Reaped elsewhere; nothing more to learn.
+  }
+  return status_;
+}
+
+absl::StatusOr<ExitStatus> ChildProcess::Wait(std::optional<std::chrono::milliseconds> timeout) {
+  if (pid_ <= 0) {
+    return absl::FailedPreconditionError("no child");
+  }
+  auto deadline = timeout ? std::chrono::steady_clock::now() + *timeout
+                          : std::chrono::steady_clock::time_point::max();
+  for (;;) {
+    if (auto s = TryWait()) {
+      return *s;
+    }
+    int wait_ms = -1;
+    if (timeout) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        return absl::DeadlineExceededError(absl::StrCat("pid ", pid_, " still running"));
+      }
+      wait_ms = static_cast<int>(left.count());
+    }
+    pollfd p{pidfd_.get(), POLLIN, 0};
+    if (::poll(&p, 1, wait_ms) < 0 && errno != EINTR) {
+      return ErrnoError("poll(pidfd)");
+    }
+  }
+}
+
+void ChildProcess::KillAndReap() {
+  if (!running()) {
+    return;
+  }
+  (void)Kill(SIGKILL);
+  (void)Wait();
+}
+
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
+                                         size_t output_limit) {
+  ABOX_ASSIGN_OR_RETURN(Pipe out, MakePipe());
+  ABOX_ASSIGN_OR_RETURN(Pipe err, MakePipe());
+  SpawnOptions o;
+  o.argv = argv;
+  o.stdout_fd = out.write.get();
+  o.stderr_fd = err.write.get();
+  ABOX_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(o));
+  out.write.reset();
+  err.write.reset();
+  CommandResult result;
+  // Drain both pipes concurrently so a chatty stderr cannot deadlock a full stdout.
+  std::string* bufs[2] = {&result.out, &result.err};
+  pollfd fds[2] = {{out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}};
+  int open_count = 2;
+  char buf[16384];
+  while (open_count > 0) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return ErrnoError("poll");
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) {
+        continue;
+      }
+      ABOX_ASSIGN_OR_RETURN(size_t n, ReadSome(fds[i].fd, buf, sizeof(buf)));
+      if (n == 0) {
+        fds[i].fd = -1;
+        --open_count;
+      } else if (bufs[i]->size() < output_limit) {
+        bufs[i]->append(buf, std::min(n, output_limit - bufs[i]->size()));
+      }
+    }
+  }
+  ABOX_ASSIGN_OR_RETURN(result.status, child.Wait());
+  return result;
+}
+
+}  // namespace abox::base

@@ -1,0 +1,96 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/base/unique_fd.h"
+
+namespace abox::base {
+
+// How a child ended: exactly one of exit_code / signal is set.
+struct ExitStatus {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  // Shell convention: the exit code, or 128 + signal.
+  [[nodiscard]] int ShellCode() const { return exit_code ? *exit_code : 128 + signal.value_or(0); }
+  [[nodiscard]] std::string ToString() const;
+};
+
+struct SpawnOptions {
+  std::vector<std::string> argv;
+  // Full environment; when unset the child inherits ours.
+  std::optional<std::vector<std::string>> env;
+  // Descriptors for the child's 0/1/2; -1 means /dev/null.
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  // Further descriptors to keep open in the child at the same number (CLOEXEC cleared).
+  std::vector<int> keep_fds;
+  // Signal the child receives when the spawning thread dies (PR_SET_PDEATHSIG); 0 for none.
+  int parent_death_signal = 0;
+  // Starts the child in a new session (and so its own process group).
+  bool new_session = false;
+  // Working directory for the child, if set.
+  std::optional<std::string> cwd;
+};
+
+// Owns a child process (pid + pidfd). Destroying a still-running child kills it with SIGKILL and
+// reaps it, so no child outlives its owner by accident. Not thread-safe.
+class ChildProcess final {
+ public:
+  // fork + exec. Everything the child needs is prepared before fork(); between fork and exec
+  // only async-signal-safe calls run. Fails if execve fails (reported through a CLOEXEC pipe).
+  [[nodiscard]] static absl::StatusOr<ChildProcess> Spawn(const SpawnOptions& options);
+
+  ChildProcess() = default;
+  ChildProcess(ChildProcess&& other) noexcept
+      : pid_(std::exchange(other.pid_, -1)),
+        pidfd_(std::move(other.pidfd_)),
+        status_(std::move(other.status_)) {}
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess();
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  // Readable when the child exits (for poll loops).
+  [[nodiscard]] int pidfd() const { return pidfd_.get(); }
+  [[nodiscard]] bool running() const { return pid_ > 0 && !status_.has_value(); }
+
+  // Sends `sig` (no-op once reaped).
+  absl::Status Kill(int sig);
+  // Non-blocking reap; returns the status once the child has exited.
+  std::optional<ExitStatus> TryWait();
+  // Waits up to `timeout` (forever when nullopt). kDeadlineExceeded on timeout.
+  absl::StatusOr<ExitStatus> Wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // Kills with SIGKILL and reaps.
+  void KillAndReap();
+
+ private:
+  ChildProcess(pid_t pid, UniqueFd pidfd) : pid_(pid), pidfd_(std::move(pidfd)) {}
+
+  pid_t pid_ = -1;
+  UniqueFd pidfd_;
+  std::optional<ExitStatus> status_;
+};
+
+// Runs a command to completion, capturing stdout (bounded) and stderr (bounded).
+struct CommandResult {
+  ExitStatus status;
+  std::string out;
+  std::string err;
+};
+[[nodiscard]] absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
+                                                       size_t output_limit = 16 << 20);
+
+// Looks `name` up in $PATH (or returns it if it contains a slash and is executable).
+[[nodiscard]] std::optional<std::string> FindExecutable(const std::string& name);
+
+}  // namespace abox::base
