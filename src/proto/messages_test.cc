@@ -1,0 +1,105 @@
+#include "src/proto/messages.h"
+
+#include "gtest/gtest.h"
+
+namespace abox::proto {
+namespace {
+
+TEST(MessagesTest, ExecRequestRoundTrip) {
+  ExecRequest r;
+  r.argv = {"ls", "-l", "/tmp dir"};
+  r.env = {{"A", "1"}, {"B", "x=y"}};
+  r.cwd = "/workspace";
+  r.user = "root";
+  r.timeout_ms = 1500;
+  r.stdin_open = true;
+  r.pty = PtySize{40, 120};
+  auto d = DecodeExecRequest(EncodeExecRequest(r));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->argv, r.argv);
+  EXPECT_FALSE(d->shell.has_value());
+  EXPECT_EQ(d->env, r.env);
+  EXPECT_EQ(d->cwd, "/workspace");
+  EXPECT_EQ(d->user, "root");
+  EXPECT_EQ(d->timeout_ms, 1500u);
+  EXPECT_TRUE(d->stdin_open);
+  ASSERT_TRUE(d->pty.has_value());
+  EXPECT_EQ(d->pty->rows, 40);
+  EXPECT_EQ(d->pty->cols, 120);
+
+  ExecRequest s;
+  s.shell = "echo $HOME";
+  auto ds = DecodeExecRequest(EncodeExecRequest(s));
+  ASSERT_TRUE(ds.ok());
+  EXPECT_EQ(ds->shell, "echo $HOME");
+  EXPECT_TRUE(ds->argv.empty());
+}
+
+TEST(MessagesTest, ExecRequestRejectsBadInput) {
+  for (const char* bad : {
+           "", "[]", "{", "{\"argv\":[]}", "{\"argv\":\"ls\"}", "{\"argv\":[1]}",
+           "{\"argv\":[\"\"]}", "{\"argv\":[\"a\"],\"shell\":\"b\"}", "{}",
+           "{\"argv\":[\"a\"],\"env\":{\"A=B\":\"c\"}}", "{\"argv\":[\"a\"],\"env\":{\"A\":1}}",
+           "{\"argv\":[\"a\"],\"user\":\"mallory\"}", "{\"argv\":[\"a\"],\"timeout_ms\":-1}",
+           "{\"argv\":[\"a\"],\"unknown\":1}", "{\"argv\":[\"a\"],\"pty\":{\"rows\":99999}}",
+           "{\"argv\":[\"a\\u0000b\"]}"}) {
+    EXPECT_FALSE(DecodeExecRequest(bad).ok()) << bad;
+  }
+}
+
+TEST(MessagesTest, ExitInfoRoundTripAndValidation) {
+  ExitInfo e;
+  e.signal = 9;
+  e.timed_out = true;
+  e.duration_us = 42;
+  auto d = DecodeExitInfo(EncodeExitInfo(e));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->signal, 9);
+  EXPECT_FALSE(d->exit_code.has_value());
+  EXPECT_TRUE(d->timed_out);
+  EXPECT_EQ(d->ShellCode(), 137);
+  EXPECT_FALSE(DecodeExitInfo("{\"exit_code\":256}").ok());
+  EXPECT_FALSE(DecodeExitInfo("{\"exit_code\":1,\"signal\":2}").ok());
+  EXPECT_FALSE(DecodeExitInfo("{\"signal\":0}").ok());
+  EXPECT_FALSE(DecodeExitInfo("{\"exit_code\":\"1\"}").ok());
+  auto ok = DecodeExitInfo("{\"exit_code\":127,\"error\":\"foo: command not found\"}");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->ShellCode(), 127);
+  EXPECT_EQ(ok->error, "foo: command not found");
+}
+
+TEST(MessagesTest, HelloNegotiation) {
+  Hello ours{.version = 3, .min_version = 1};
+  Hello theirs{.version = 2, .min_version = 2};
+  auto v = NegotiateVersion(ours, theirs);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 2u);
+  Hello old{.version = 1, .min_version = 1};
+  Hello fresh{.version = 5, .min_version = 4};
+  auto bad = NegotiateVersion(old, fresh);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bad.status().message().find("4-5"), absl::string_view::npos);
+  EXPECT_FALSE(DecodeHello("{\"version\":1,\"min_version\":2,\"max_payload\":1,\"window\":1}").ok());
+  EXPECT_FALSE(DecodeHello("{\"version\":1}").ok());
+}
+
+TEST(MessagesTest, ErrorTextIsSanitized) {
+  auto t = DecodeError(EncodeError("bad\x1b[31mthing\n"));
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, "bad?[31mthing?");
+  EXPECT_FALSE(DecodeError(std::string("{\"error\":\"") + std::string(5000, 'a') + "\"}").ok());
+}
+
+TEST(MessagesTest, SignalAndResize) {
+  auto s = DecodeSignal(EncodeSignal(15));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(*s, 15);
+  EXPECT_FALSE(DecodeSignal("{\"signal\":65}").ok());
+  auto r = DecodeResize(EncodeResize({.rows = 10, .cols = 20}));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rows, 10);
+  EXPECT_EQ(r->cols, 20);
+}
+
+}  // namespace
+}  // namespace abox::proto
