@@ -141,6 +141,9 @@ absl::Status HostSession::HandleStream(const Frame& frame) {
         eof = true;
         s.sink->OnOutputEof(is_err);
       }
+      if (s.detached) {
+        ConsumedOutput(id, frame.payload.size());
+      }
       return absl::OkStatus();
     }
     case FrameType::kCredit: {
@@ -282,6 +285,23 @@ void HostSession::ConsumedOutput(uint32_t stream, size_t n) {
   uint32_t grant = it->second.recv.Release(static_cast<uint32_t>(n));
   if (grant > 0) {
     Queue(FrameType::kCredit, stream, 0, EncodeCredit(grant));
+  }
+}
+
+void HostSession::Detach(uint32_t stream) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) {
+    return;
+  }
+  Stream& s = it->second;
+  s.sink = &discard_sink_;
+  s.detached = true;
+  if (!failed_) {
+    Queue(FrameType::kSignal, stream, 0, EncodeSignal(9));
+    uint32_t grant = s.recv.Release(s.recv.Outstanding());
+    if (grant > 0) {
+      Queue(FrameType::kCredit, stream, 0, EncodeCredit(grant));
+    }
   }
 }
 

@@ -80,6 +80,9 @@ class HostSession final {
   void Resize(uint32_t stream, PtySize size);
   // The sink's owner has finished with `n` bytes of output: returns credit to the guest.
   void ConsumedOutput(uint32_t stream, size_t n);
+  // The sink's owner goes away before the stream ended: kills the command (SIGKILL to its
+  // process group) and discards what else arrives on the stream, re-crediting it at once.
+  void Detach(uint32_t stream);
   // Asks the guest to power off.
   void Shutdown();
   // Marks the connection failed; every open stream's sink gets OnReset(reason).
@@ -94,6 +97,13 @@ class HostSession final {
     bool stdin_closed = false;
     bool stdout_eof = false;
     bool stderr_eof = false;
+    bool detached = false;
+  };
+  struct DiscardSink final : ExecSink {
+    void OnStdout(absl::string_view) override {}
+    void OnStderr(absl::string_view) override {}
+    void OnExit(const ExitInfo&) override {}
+    void OnReset(absl::string_view) override {}
   };
 
   absl::Status HandleFrame(const Frame& frame, absl::Time now);
@@ -110,6 +120,7 @@ class HostSession final {
   bool failed_ = false;
   uint32_t next_stream_ = 1;
   std::map<uint32_t, Stream> streams_;
+  DiscardSink discard_sink_;
   absl::Time last_heard_ = absl::InfinitePast();
   absl::Time last_ping_sent_ = absl::InfinitePast();
   absl::Time ping_outstanding_since_ = absl::InfiniteFuture();

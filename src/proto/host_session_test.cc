@@ -275,3 +275,31 @@ TEST_F(HostSessionTest, FailResetsEveryOpenStream) {
 
 }  // namespace
 }  // namespace abox::proto
+
+namespace abox::proto {
+namespace {
+
+TEST_F(HostSessionTest, DetachKillsTheCommandAndDiscardsItsOutput) {
+  auto sink = std::make_unique<RecordingSink>();
+  uint32_t id = Open(sink.get());
+  ASSERT_TRUE(session_.OnBytes(EncodeFrame(FrameType::kStdout, id, 0, "abc"), now_).ok());
+  session_.Detach(id);
+  sink.reset();  // the owner is gone; the session must not touch it again
+  auto frames = Drain(session_);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].header.type, FrameType::kSignal);
+  EXPECT_EQ(*DecodeSignal(frames[0].payload), 9);
+  EXPECT_EQ(frames[1].header.type, FrameType::kCredit);
+  // Output keeps flowing until the exit, far beyond one window, without a violation.
+  std::string chunk(kMaxPayload, 'x');
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(session_.OnBytes(EncodeFrame(FrameType::kStdout, id, 0, chunk), now_).ok());
+  }
+  ASSERT_TRUE(
+      session_.OnBytes(EncodeFrame(FrameType::kExit, id, 0, EncodeExitInfo({.signal = 9})), now_)
+          .ok());
+  EXPECT_EQ(session_.open_streams(), 0u);
+}
+
+}  // namespace
+}  // namespace abox::proto

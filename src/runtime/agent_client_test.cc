@@ -1,0 +1,216 @@
+#include "src/runtime/agent_client.h"
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "src/base/io.h"
+#include "src/proto/frame.h"
+#include "src/proto/messages.h"
+
+namespace abox::runtime {
+namespace {
+
+using proto::EncodeFrame;
+using proto::FrameType;
+
+// A scripted guest on the other end of a socketpair: reads frames, lets the test react.
+class FakeGuest {
+ public:
+  explicit FakeGuest(base::UniqueFd fd) : fd_(std::move(fd)) {}
+
+  std::optional<proto::Frame> ReadFrame() {
+    for (;;) {
+      auto f = decoder_.Next();
+      if (!f.ok()) {
+        return std::nullopt;
+      }
+      if (*f) {
+        return std::move(**f);
+      }
+      char buf[65536];
+      ssize_t n = ::read(fd_.get(), buf, sizeof(buf));
+      if (n <= 0) {
+        return std::nullopt;
+      }
+      absl::string_view rest(buf, static_cast<size_t>(n));
+      while (!rest.empty()) {
+        rest.remove_prefix(decoder_.Feed(rest));
+        if (!rest.empty()) {
+          leftover_.append(rest.data(), rest.size());
+          rest = {};
+        }
+      }
+    }
+  }
+
+  // Reads frames until one of `type` arrives (returns it); pings are answered.
+  std::optional<proto::Frame> Expect(FrameType type) {
+    for (;;) {
+      if (!leftover_.empty()) {
+        std::string l = std::move(leftover_);
+        leftover_.clear();
+        absl::string_view rest = l;
+        rest.remove_prefix(decoder_.Feed(rest));
+        leftover_.append(rest.data(), rest.size());
+      }
+      auto f = ReadFrame();
+      if (!f || f->header.type == type) {
+        return f;
+      }
+    }
+  }
+
+  void Send(const std::string& bytes) { ASSERT_TRUE(base::WriteAll(fd_.get(), bytes).ok()); }
+
+  void Handshake() {
+    auto hello = Expect(FrameType::kHello);
+    ASSERT_TRUE(hello.has_value());
+    proto::Hello h{.version = proto::kProtocolVersion,
+                   .min_version = proto::kProtocolVersion,
+                   .agent_version = "fake-guest",
+                   .max_payload = proto::kMaxPayload,
+                   .window = proto::kDefaultWindow};
+    Send(EncodeFrame(FrameType::kHello, 0, 0, proto::EncodeHello(h)));
+  }
+
+  void Close() { fd_.reset(); }
+
+ private:
+  base::UniqueFd fd_;
+  proto::FrameDecoder decoder_;
+  std::string leftover_;
+};
+
+struct Pair {
+  std::unique_ptr<AgentClient> client;
+  std::unique_ptr<FakeGuest> guest;
+  std::shared_ptr<std::atomic<int>> failures = std::make_shared<std::atomic<int>>(0);
+};
+
+Pair MakePair() {
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  Pair p;
+  AgentClient::Options o;
+  o.on_failure = [f = p.failures](const absl::Status&) { ++*f; };
+  auto c = AgentClient::Create(base::UniqueFd(sv[0]), o);
+  EXPECT_TRUE(c.ok());
+  p.client = std::move(*c);
+  p.guest = std::make_unique<FakeGuest>(base::UniqueFd(sv[1]));
+  return p;
+}
+
+TEST(AgentClientTest, RunsACommandAndStreamsOutput) {
+  Pair p = MakePair();
+  std::thread guest([&] {
+    p.guest->Handshake();
+    auto open = p.guest->Expect(FrameType::kOpen);
+    ASSERT_TRUE(open.has_value());
+    auto req = proto::DecodeExecRequest(open->payload);
+    ASSERT_TRUE(req.ok());
+    EXPECT_EQ(req->argv, std::vector<std::string>({"echo", "hi"}));
+    uint32_t id = open->header.stream;
+    p.guest->Send(EncodeFrame(FrameType::kStdout, id, 0, "hi\n") +
+                  EncodeFrame(FrameType::kStderr, id, proto::kFlagEof, "warn\n") +
+                  EncodeFrame(FrameType::kStdout, id, proto::kFlagEof, "") +
+                  EncodeFrame(FrameType::kExit, id, 0, proto::EncodeExitInfo({.exit_code = 4})));
+  });
+  ASSERT_TRUE(p.client->WaitReady(absl::Seconds(10)).ok());
+  EXPECT_EQ(p.client->agent_version(), "fake-guest");
+  auto exec = p.client->StartExec({.argv = {"echo", "hi"}});
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  std::string out, err;
+  while (auto chunk = (*exec)->ReadOutput()) {
+    (chunk->is_stderr ? err : out) += chunk->data;
+  }
+  auto result = (*exec)->Wait();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->exit_code, 4);
+  EXPECT_EQ(out, "hi\n");
+  EXPECT_EQ(err, "warn\n");
+  guest.join();
+}
+
+TEST(AgentClientTest, HostileGuestIsDroppedAndExecsFail) {
+  Pair p = MakePair();
+  std::thread guest([&] {
+    p.guest->Handshake();
+    auto open = p.guest->Expect(FrameType::kOpen);
+    ASSERT_TRUE(open.has_value());
+    // A frame header claiming a 4 GiB payload.
+    std::string evil(proto::kHeaderSize, '\xff');
+    evil[8] = 6;
+    evil[9] = 0;
+    evil[10] = evil[11] = 0;
+    p.guest->Send(evil);
+  });
+  ASSERT_TRUE(p.client->WaitReady(absl::Seconds(10)).ok());
+  auto exec = p.client->StartExec({.argv = {"x"}});
+  ASSERT_TRUE(exec.ok());
+  EXPECT_FALSE((*exec)->ReadOutput().has_value());
+  auto result = (*exec)->Wait();
+  EXPECT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("exceeds the maximum"), absl::string_view::npos)
+      << result.status();
+  EXPECT_NE(p.client->failure().message().find("protocol violation"), absl::string_view::npos);
+  EXPECT_EQ(*p.failures, 1);
+  guest.join();
+}
+
+TEST(AgentClientTest, ConnectionLossFailsRunningExecs) {
+  Pair p = MakePair();
+  std::thread guest([&] {
+    p.guest->Handshake();
+    p.guest->Expect(FrameType::kOpen);
+    p.guest->Close();
+  });
+  ASSERT_TRUE(p.client->WaitReady(absl::Seconds(10)).ok());
+  auto exec = p.client->StartExec({.argv = {"x"}});
+  ASSERT_TRUE(exec.ok());
+  auto result = (*exec)->Wait();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  guest.join();
+  EXPECT_FALSE(p.client->StartExec({.argv = {"y"}}).ok());
+}
+
+TEST(AgentClientTest, StdinWaitsForCreditAndFlows) {
+  Pair p = MakePair();
+  const size_t kTotal = 3 * proto::kDefaultWindow;
+  std::thread guest([&] {
+    p.guest->Handshake();
+    auto open = p.guest->Expect(FrameType::kOpen);
+    ASSERT_TRUE(open.has_value());
+    uint32_t id = open->header.stream;
+    size_t got = 0;
+    bool eof = false;
+    while (!eof) {
+      auto f = p.guest->Expect(FrameType::kStdin);
+      ASSERT_TRUE(f.has_value());
+      got += f->payload.size();
+      eof = f->header.flags & proto::kFlagEof;
+      // Grant credit back as a real guest would once bytes reach the command.
+      if (!f->payload.empty()) {
+        p.guest->Send(EncodeFrame(FrameType::kCredit, id, 0,
+                                  proto::EncodeCredit(static_cast<uint32_t>(f->payload.size()))));
+      }
+    }
+    EXPECT_EQ(got, kTotal);
+    p.guest->Send(EncodeFrame(FrameType::kExit, id, 0, proto::EncodeExitInfo({.exit_code = 0})));
+  });
+  ASSERT_TRUE(p.client->WaitReady(absl::Seconds(10)).ok());
+  proto::ExecRequest req{.argv = {"cat"}};
+  req.stdin_open = true;
+  auto exec = p.client->StartExec(req);
+  ASSERT_TRUE(exec.ok());
+  ASSERT_TRUE((*exec)->WriteStdin(std::string(kTotal, 'z')).ok());
+  (*exec)->CloseStdin();
+  auto result = (*exec)->Wait();
+  ASSERT_TRUE(result.ok()) << result.status();
+  guest.join();
+}
+
+}  // namespace
+}  // namespace abox::runtime
