@@ -93,8 +93,12 @@ absl::Status HostSession::HandleControl(const Frame& frame, absl::Time now) {
       Queue(FrameType::kPong, kControlStream, 0, frame.payload);
       return absl::OkStatus();
     case FrameType::kPong:
-      // Any pong proves liveness; its payload is not trusted for anything.
+      // Any pong proves liveness; its payload is only compared, never interpreted.
+      if (frame.payload.size() > 64) {
+        return absl::InvalidArgumentError("pong payload over 64 bytes");
+      }
       ping_outstanding_since_ = absl::InfiniteFuture();
+      last_pong_ = frame.payload;
       (void)now;
       return absl::OkStatus();
     case FrameType::kGoodbye: {
@@ -302,6 +306,12 @@ void HostSession::Detach(uint32_t stream) {
     if (grant > 0) {
       Queue(FrameType::kCredit, stream, 0, EncodeCredit(grant));
     }
+  }
+}
+
+void HostSession::Ping(absl::string_view payload) {
+  if (!failed_ && payload.size() <= 64) {
+    Queue(FrameType::kPing, kControlStream, 0, payload);
   }
 }
 

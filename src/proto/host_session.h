@@ -85,6 +85,9 @@ class HostSession final {
   void Detach(uint32_t stream);
   // Asks the guest to power off.
   void Shutdown();
+  // Queues a ping with `payload` (<= 64 bytes); its pong shows up in last_pong().
+  void Ping(absl::string_view payload);
+  [[nodiscard]] const std::string& last_pong() const { return last_pong_; }
   // Marks the connection failed; every open stream's sink gets OnReset(reason).
   void Fail(absl::string_view reason);
   [[nodiscard]] size_t open_streams() const { return streams_.size(); }
@@ -125,6 +128,7 @@ class HostSession final {
   absl::Time last_ping_sent_ = absl::InfinitePast();
   absl::Time ping_outstanding_since_ = absl::InfiniteFuture();
   uint64_t ping_seq_ = 0;
+  std::string last_pong_;
 };
 
 }  // namespace abox::proto

@@ -119,7 +119,9 @@ void AgentClient::Run() {
       }
       pending += session_.TakeOutput();
       if (pending.size() > proto::HostSession::kMaxPendingOutput) {
-        FailLocked(absl::ResourceExhaustedError("the guest is not reading its channel"));
+        FailLocked(absl::ResourceExhaustedError(absl::StrCat(
+            "guest protocol violation: guest is not reading its channel (", pending.size(),
+            " bytes unsent)")));
         return;
       }
       timeout_ms = static_cast<int>(std::clamp<int64_t>(
@@ -191,6 +193,22 @@ absl::StatusOr<std::unique_ptr<Exec>> AgentClient::StartExec(const proto::ExecRe
   }
   Wake();
   return exec;
+}
+
+absl::StatusOr<absl::Duration> AgentClient::Ping(absl::Duration timeout) {
+  std::unique_lock lock(mu_);
+  ABOX_RETURN_IF_ERROR(failure_);
+  std::string payload = absl::StrCat("rtt-", ++ping_seq_);
+  absl::Time start = absl::Now();
+  session_.Ping(payload);
+  Wake();
+  auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(timeout);
+  if (!cv_.wait_until(lock, deadline,
+                      [&] { return session_.last_pong() == payload || !failure_.ok(); })) {
+    return absl::DeadlineExceededError("no pong from the guest agent");
+  }
+  ABOX_RETURN_IF_ERROR(failure_);
+  return absl::Now() - start;
 }
 
 void AgentClient::Shutdown() {

@@ -83,6 +83,8 @@ class AgentClient final {
   absl::Status WaitReady(absl::Duration timeout);
   // Starts a command.
   absl::StatusOr<std::unique_ptr<Exec>> StartExec(const proto::ExecRequest& request);
+  // One ping round trip through the guest agent (for diagnostics and benchmarks).
+  absl::StatusOr<absl::Duration> Ping(absl::Duration timeout);
   // Asks the guest to power off (best effort: the VMM enforces the deadline).
   void Shutdown();
   // Marks the connection failed (e.g. the VM died); running execs end with `reason`.
@@ -107,6 +109,7 @@ class AgentClient final {
   proto::HostSession session_;  // guarded by mu_
   absl::Status failure_;        // guarded by mu_
   bool stopping_ = false;       // guarded by mu_
+  uint64_t ping_seq_ = 0;       // guarded by mu_
   std::thread thread_;
 };
 

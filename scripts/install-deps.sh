@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages abox needs to build, run and test. Uses sudo when not
+# root. Safe to re-run: apt skips what is installed.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  cmake ninja-build g++ clang pkg-config
+  libabsl-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libarchive-dev liblz4-dev libzstd-dev libssl-dev libsqlite3-dev libboost-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # fuzzing and sanitizers (clang's runtime)
+  libclang-rt-14-dev
+  # run: the VMM, disk overlays, and the image builder
+  qemu-system-x86 qemu-utils mmdebstrap e2fsprogs kmod lz4 ca-certificates uidmap
+)
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO=(sudo)
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -q
+"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,138 @@
+// abox: command-line client. Thin: every VM and image operation lives in the libraries.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "spdlog/spdlog.h"
+#include "src/base/version.h"
+#include "src/cli/image_commands.h"
+#include "src/cli/output.h"
+#include "src/cli/run_command.h"
+#include "src/proto/frame.h"
+
+namespace {
+
+constexpr char kRunFooter[] = R"(Exit status: the command's own exit code, 128+N when it was killed by signal N,
+124 when --timeout killed it, 125 when abox or the VM failed (the error names the
+console log), 126/127 when the command could not be run or was not found, and 130
+when a second Ctrl-C tore the VM down.
+Ctrl-C (and SIGTERM/SIGHUP/SIGQUIT) is forwarded to the command; a second one stops the VM.
+
+Example: abox run -e FOO=bar --timeout 60 -- sh -c 'echo $FOO; uname -r')";
+
+bool ParseEnv(const std::vector<std::string>& items, std::map<std::string, std::string>* env) {
+  for (const auto& item : items) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      std::fprintf(stderr, "abox: error: -e expects NAME=VALUE, got '%s'\n", item.c_str());
+      return false;
+    }
+    (*env)[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Library diagnostics go through spdlog; a person sees errors only unless ABOX_LOG asks.
+  spdlog::set_level(spdlog::level::err);
+  if (const char* level = std::getenv("ABOX_LOG")) {  // NOLINT(concurrency-mt-unsafe)
+    spdlog::set_level(spdlog::level::from_str(level));
+  }
+  // `abox run [OPTIONS] -- CMD...`: everything after the first `--` is the command, verbatim,
+  // before CLI11 sees it (CLI11 would otherwise parse the command's own flags).
+  std::vector<std::string> run_tail;
+  bool run_has_separator = false;
+  if (argc > 1 && std::string(argv[1]) == "run") {
+    for (int i = 2; i < argc; ++i) {
+      if (std::string(argv[i]) == "--") {
+        run_tail.assign(argv + i + 1, argv + argc);
+        run_has_separator = true;
+        argc = i;
+        break;
+      }
+    }
+  }
+  CLI::App app{"abox: a disposable Linux microVM for every AI coding agent"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("abox ") + abox::kVersion);
+
+  // abox run
+  abox::cli::RunOptions run;
+  std::string accel = "auto";
+  std::vector<std::string> env_items;
+  auto* run_cmd = app.add_subcommand("run", "Boot a fresh microVM, run a command in it, destroy it");
+  run_cmd->add_option("--image", run.sandbox.image, "Guest image to boot")->capture_default_str();
+  run_cmd->add_option("--cpus", run.sandbox.cpus, "Virtual CPUs")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  run_cmd->add_option("--memory", run.sandbox.memory_mib, "Guest memory in MiB")
+      ->check(CLI::Range(128, 262144))
+      ->capture_default_str();
+  run_cmd->add_option("--timeout", run.timeout_seconds,
+                      "Kill the command (its whole process group) after S seconds")
+      ->check(CLI::Range(0.001, 31536000.0));
+  run_cmd->add_option("-e,--env", env_items, "Set an environment variable (NAME=VALUE)");
+  run_cmd->add_option("-w,--workdir", run.workdir,
+                      "Working directory inside the guest (default: the user's home)");
+  run_cmd->add_flag("--root", run.root, "Run as root in the guest (default: the unprivileged "
+                                        "user 'agent')");
+  run_cmd->add_flag("!--no-stdin", run.forward_stdin, "Give the command /dev/null as stdin");
+  run_cmd->add_option("--accel", accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
+      ->check(CLI::IsMember({"auto", "kvm", "tcg"}))
+      ->capture_default_str();
+  // Everything after the first positional (or after --) is the command, untouched.
+  run_cmd->prefix_command();
+  run_cmd->allow_extras();
+  run_cmd->footer(kRunFooter);
+
+  // abox image ...
+  auto* image_cmd = app.add_subcommand("image", "Build, list and verify guest images");
+  image_cmd->require_subcommand(1);
+  abox::cli::ImageBuildOptions build;
+  std::string packages;
+  auto* build_cmd = image_cmd->add_subcommand(
+      "build", "Build a Debian guest image (rootfs, kernel, initramfs) from Debian packages");
+  build_cmd->add_option("--name", build.name, "Image name")->capture_default_str();
+  build_cmd->add_option("--packages", packages,
+                        "Extra Debian packages, comma- or space-separated");
+  build_cmd->add_flag("--force", build.force, "Rebuild even when the image is up to date");
+  // Hidden: build with another agent binary (the e2e tests build a hostile guest this way).
+  build_cmd->add_option("--agent", build.agent, "")->group("");
+  bool ls_json = false;
+  auto* ls_cmd = image_cmd->add_subcommand("ls", "List images");
+  ls_cmd->add_flag("--json", ls_json, "Print JSON");
+  std::string verify_name;
+  auto* verify_cmd =
+      image_cmd->add_subcommand("verify", "Recompute every artifact's sha256 against the manifest");
+  verify_cmd->add_option("name", verify_name, "Image name")->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (run_cmd->parsed()) {
+    if (!ParseEnv(env_items, &run.env)) {
+      return abox::cli::kExitAboxFailure;
+    }
+    run.argv = run_has_separator ? run_tail : run_cmd->remaining();
+    if (run.argv.empty()) {
+      std::fprintf(stderr, "abox: error: abox run needs a command, e.g. abox run -- uname -a\n");
+      return 2;
+    }
+    run.sandbox.accel = *abox::vmm::ParseAccel(accel);
+    return abox::cli::RunInFreshVm(run);
+  }
+  if (build_cmd->parsed()) {
+    build.packages = abox::cli::SplitPackageList(packages);
+    return abox::cli::ImageBuild(build);
+  }
+  if (ls_cmd->parsed()) {
+    return abox::cli::ImageList(ls_json);
+  }
+  if (verify_cmd->parsed()) {
+    return abox::cli::ImageVerify(verify_name);
+  }
+  return 1;
+}

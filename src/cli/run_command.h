@@ -1,0 +1,30 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/runtime/sandbox.h"
+
+namespace abox::cli {
+
+struct RunOptions {
+  runtime::SandboxConfig sandbox;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string workdir;
+  bool root = false;
+  bool forward_stdin = true;
+  double timeout_seconds = 0;
+};
+
+// Exit codes of `abox run` besides the command's own (see --help).
+inline constexpr int kExitAboxFailure = 125;
+inline constexpr int kExitTimeout = 124;
+inline constexpr int kExitInterrupted = 130;
+
+// `abox run`: boots a fresh microVM, runs the command with the terminal's stdin/stdout/stderr,
+// destroys the VM and returns the exit code to use.
+int RunInFreshVm(const RunOptions& options);
+
+}  // namespace abox::cli

@@ -1,0 +1,56 @@
+#include "src/image/paths.h"
+
+#include <map>
+
+#include "gtest/gtest.h"
+
+namespace abox::image {
+namespace {
+
+GetEnvFn FakeEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(PathsTest, ExplicitVariablesWin) {
+  auto p = ResolvePaths(FakeEnv({{"ABOX_HOME", "/data/abox"},
+                                 {"ABOX_CACHE_DIR", "/fast/cache/"},
+                                 {"XDG_CACHE_HOME", "/xdg/cache"},
+                                 {"HOME", "/home/u"}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->home, "/data/abox");
+  EXPECT_EQ(p->cache_dir, "/fast/cache/");
+  EXPECT_EQ(p->ImageDir("default"), "/data/abox/images/default");
+  EXPECT_EQ(p->LogsDir(), "/fast/cache/logs");
+}
+
+TEST(PathsTest, FallsBackToXdgThenHome) {
+  auto p = ResolvePaths(FakeEnv({{"XDG_CACHE_HOME", "/xdg/cache"}, {"HOME", "/home/u"}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->home, "/home/u/.local/share/abox");
+  EXPECT_EQ(p->cache_dir, "/xdg/cache/abox");
+
+  p = ResolvePaths(FakeEnv({{"HOME", "/home/u"}, {"XDG_CACHE_HOME", "relative"}}));
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->cache_dir, "/home/u/.cache/abox");  // Relative XDG values are ignored.
+}
+
+TEST(PathsTest, RejectsRelativeAboxHome) {
+  auto p = ResolvePaths(FakeEnv({{"ABOX_HOME", "abox"}, {"HOME", "/home/u"}}));
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("ABOX_HOME"), std::string::npos);
+}
+
+TEST(PathsTest, ValidatesImageNames) {
+  EXPECT_TRUE(ValidateImageName("default").ok());
+  EXPECT_TRUE(ValidateImageName("py3.11_big-1").ok());
+  for (const char* bad : {"", ".hidden", "..", "a/b", "Upper", "with space", "-x"}) {
+    EXPECT_EQ(ValidateImageName(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_FALSE(ValidateImageName(std::string(65, 'a')).ok());
+}
+
+}  // namespace
+}  // namespace abox::image

@@ -1,0 +1,173 @@
+#include "src/runtime/sandbox.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/base/io.h"
+#include "src/base/status_macros.h"
+#include "src/image/image_store.h"
+#include "src/image/paths.h"
+#include "src/proto/frame.h"
+#include "src/vmm/unix_socket.h"
+
+namespace abox::runtime {
+namespace {
+
+// Console logs of failed sandboxes kept in $ABOX_HOME/logs (oldest removed first).
+constexpr size_t kKeptFailureLogs = 20;
+
+// The first line of a console log that explains a crash, if any.
+std::string CrashLine(const std::string& console) {
+  for (const char* marker : {"Kernel panic", "BUG:", "Oops:", "general protection fault",
+                             "Out of memory", "abox-guest: stage1:", "abox-guest: fatal"}) {
+    size_t pos = console.find(marker);
+    if (pos != std::string::npos) {
+      size_t start = console.rfind('\n', pos);
+      start = start == std::string::npos ? 0 : start + 1;
+      size_t end = console.find('\n', pos);
+      std::string line = console.substr(start, end == std::string::npos ? end : end - start);
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
+        line.pop_back();
+      }
+      return line;
+    }
+  }
+  return "";
+}
+
+void PruneLogs(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::directory_entry> logs;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    logs.push_back(e);
+  }
+  if (logs.size() <= kKeptFailureLogs) {
+    return;
+  }
+  std::sort(logs.begin(), logs.end(), [](const auto& a, const auto& b) {
+    std::error_code e1, e2;
+    return a.last_write_time(e1) < b.last_write_time(e2);
+  });
+  for (size_t i = 0; i + kKeptFailureLogs < logs.size(); ++i) {
+    std::filesystem::remove(logs[i].path(), ec);
+  }
+}
+
+}  // namespace
+
+std::string NewSandboxId() {
+  std::random_device rd;
+  std::uniform_int_distribution<int> hex(0, 15);
+  std::string id;
+  for (int i = 0; i < 12; ++i) {
+    id += "0123456789abcdef"[hex(rd)];
+  }
+  return id;
+}
+
+absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const SandboxConfig& config,
+                                                       const NoticeFn& notice) {
+  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  ABOX_ASSIGN_OR_RETURN(image::ImageFiles files,
+                        image::OpenImageForBoot(paths, config.image, proto::kProtocolVersion));
+  std::unique_ptr<Sandbox> sb(new Sandbox());
+  sb->id_ = NewSandboxId();
+  sb->logs_dir_ = (paths.home / "logs").string();
+  std::filesystem::path sandboxes = paths.home / "sandboxes";
+  std::error_code ec;
+  std::filesystem::create_directories(sandboxes, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", sandboxes.string(), ": ",
+                                                    ec.message(), "; check $ABOX_HOME"));
+  }
+  ::chmod(sandboxes.c_str(), 0700);
+
+  vmm::VmSpec spec;
+  spec.id = sb->id_;
+  spec.run_dir = (sandboxes / sb->id_).string();
+  spec.kernel = files.vmlinux.string();
+  spec.initrd = files.initramfs.string();
+  spec.rootfs = files.rootfs.string();
+  spec.cpus = config.cpus;
+  spec.memory_mib = config.memory_mib;
+  spec.accel = config.accel;
+  spec.tie_to_caller = config.tie_to_caller;
+  ABOX_ASSIGN_OR_RETURN(sb->vm_, vmm.StartVm(spec));
+  if (!sb->vm_->accel_note().empty() && notice) {
+    notice(sb->vm_->accel_note());
+  }
+
+  auto channel = vmm::ConnectUnixSocket(sb->vm_->agent_socket_path());
+  if (!channel.ok()) {
+    std::string report = sb->FailureReport();
+    return absl::UnavailableError(absl::StrCat("cannot connect to the guest agent channel: ",
+                                               channel.status().message(), "; ", report));
+  }
+  ABOX_ASSIGN_OR_RETURN(sb->agent_, AgentClient::Create(std::move(*channel), {}));
+  if (auto s = sb->agent_->WaitReady(config.boot_timeout); !s.ok()) {
+    sb->agent_->Fail(s);
+    return absl::UnavailableError(
+        absl::StrCat("the sandbox did not boot: ", s.message(), "; ", sb->FailureReport()));
+  }
+  return sb;
+}
+
+Sandbox::~Sandbox() { (void)Destroy(); }
+
+absl::Status Sandbox::Destroy() {
+  if (destroyed_) {
+    return absl::OkStatus();
+  }
+  destroyed_ = true;
+  absl::Status status;
+  if (agent_ && vm_ && vm_->IsRunning() && agent_->failure().ok()) {
+    agent_->Shutdown();
+  }
+  if (vm_) {
+    status = vm_->Stop(std::chrono::seconds(5));
+  }
+  agent_.reset();
+  vm_.reset();
+  return status;
+}
+
+std::string Sandbox::FailureReport() {
+  std::vector<std::string> parts;
+  if (agent_ && !agent_->failure().ok()) {
+    parts.push_back(std::string(agent_->failure().message()));
+  }
+  if (vm_) {
+    (void)vm_->WaitExit(std::chrono::seconds(3));
+    if (!vm_->IsRunning()) {
+      parts.push_back(absl::StrCat("VM stopped: ", vm_->exit_reason()));
+    }
+    // Keep the console log: the run dir goes away with the VM.
+    std::string console;
+    for (const std::string& p : {vm_->console_log_path() + ".1", vm_->console_log_path()}) {
+      auto data = base::ReadFile(p, 4 << 20);
+      if (data.ok()) {
+        console += *data;
+      }
+    }
+    if (std::string crash = CrashLine(console); !crash.empty()) {
+      parts.push_back(absl::StrCat("the guest reported: ", crash));
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(logs_dir_, ec);
+    std::string kept = absl::StrCat(logs_dir_, "/", id_, "-console.log");
+    if (!ec && base::WriteFileAtomic(kept, console, 0600).ok()) {
+      parts.push_back(absl::StrCat("console log: ", kept));
+      PruneLogs(logs_dir_);
+    } else {
+      parts.push_back(absl::StrCat("console log: ", vm_->console_log_path()));
+    }
+  }
+  return absl::StrJoin(parts, "\n  ");
+}
+
+}  // namespace abox::runtime

@@ -1,0 +1,80 @@
+// The QEMU command line for one abox microVM, as a pure function of its inputs, plus the
+// privilege-drop plan applied when abox runs as root. No I/O here: the shim opens every file
+// and socket and hands QEMU descriptors, so QEMU needs no filesystem access of its own.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/vmm/vmm.h"
+
+namespace abox::vmm {
+
+// Credentials QEMU runs with when abox runs as root (applied by setpriv(1) before exec, so
+// QEMU's own seccomp filter can deny set*id calls; QEMU's `-runas` would need them).
+struct PrivilegeDrop {
+  uid_t uid = 65534;  // nobody
+  gid_t gid = 65534;  // nogroup
+  // Supplementary groups, e.g. the group owning /dev/kvm.
+  std::vector<gid_t> groups;
+};
+
+// What decides the privilege drop; filled from the running host by the caller.
+struct PrivilegeInputs {
+  uid_t euid = 0;
+  Accel accel = Accel::kTcg;
+  // /dev/kvm's mode and group, when it exists.
+  std::optional<mode_t> kvm_mode;
+  gid_t kvm_gid = 0;
+};
+
+struct PrivilegePlan {
+  std::optional<PrivilegeDrop> drop;
+  // Why no drop happens although we are root; empty otherwise.
+  std::string warning;
+};
+
+// Root -> drop to nobody:nogroup (plus /dev/kvm's group for KVM); non-root -> run as the caller.
+// Root with KVM whose /dev/kvm only root can open -> no drop, with a warning saying so.
+[[nodiscard]] PrivilegePlan PlanPrivileges(const PrivilegeInputs& in);
+
+struct QemuArgvInput {
+  std::string qemu_binary = "qemu-system-x86_64";
+  std::string setpriv_binary = "setpriv";
+  std::optional<PrivilegeDrop> drop;
+  std::string id;
+  Accel accel = Accel::kTcg;  // kKvm or kTcg
+  int cpus = 1;
+  int memory_mib = 512;
+  // Paths QEMU opens for the kernel and initrd (the shim passes /proc/self/fd/N).
+  std::string kernel_path;
+  std::string initrd_path;
+  std::string kernel_cmdline;  // from KernelCmdline()
+  // Descriptors QEMU inherits at these numbers.
+  int overlay_fd = -1;  // qcow2 overlay, O_RDWR
+  int rootfs_fd = -1;   // golden raw image, O_RDONLY
+  int qmp_fd = -1;      // listening unix socket for QMP
+  int agent_fd = -1;    // listening unix socket for the agent channel
+  int console_fd = -1;  // connected stream socket; the serial console is written to it
+};
+
+// The full argv (setpriv prefix included when `drop` is set).
+[[nodiscard]] std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in);
+
+// The guest kernel command line: console on ttyS0, boot-time tuning, optional
+// tsc_early_khz (needed under TCG), then `extra`.
+[[nodiscard]] std::string KernelCmdline(std::optional<uint64_t> tsc_khz, const std::string& extra);
+
+// A QEMU flag that is there for containment, with the reason it is there.
+struct HardeningFlag {
+  const char* flag;
+  const char* value;  // nullptr for a flag without value
+  const char* reason;
+};
+[[nodiscard]] const std::vector<HardeningFlag>& QemuHardeningFlags();
+
+}  // namespace abox::vmm

@@ -1,0 +1,195 @@
+#include "src/vmm/qemu_launch.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/base/io.h"
+#include "src/base/status_macros.h"
+#include "src/vmm/unix_socket.h"
+
+namespace abox::vmm {
+namespace {
+
+absl::StatusOr<base::UniqueFd> OpenFile(const std::string& path, int flags) {
+  base::UniqueFd fd(::open(path.c_str(), flags | O_CLOEXEC | O_NOCTTY));
+  if (!fd) {
+    return base::ErrnoError(absl::StrCat("open(", path, ")"));
+  }
+  return fd;
+}
+
+// Copies `src` into a sealed memfd, which any user can reopen through /proc/self/fd.
+absl::StatusOr<base::UniqueFd> CopyToMemfd(int src, const std::string& name) {
+  base::UniqueFd mem(::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!mem) {
+    return base::ErrnoError("memfd_create");
+  }
+  char buf[1 << 16];
+  off_t offset = 0;
+  for (;;) {
+    ssize_t n = ::pread(src, buf, sizeof(buf), offset);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return base::ErrnoError(absl::StrCat("read(", name, ")"));
+    }
+    if (n == 0) {
+      break;
+    }
+    ABOX_RETURN_IF_ERROR(base::WriteAll(mem.get(), std::string_view(buf, static_cast<size_t>(n))));
+    offset += n;
+  }
+  if (::fcntl(mem.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) !=
+      0) {
+    return base::ErrnoError("fcntl(F_ADD_SEALS)");
+  }
+  return mem;
+}
+
+// A read-only descriptor QEMU can reopen as /proc/self/fd/N. After a privilege drop, reopening
+// checks the file's mode, so a file "other" cannot read is copied into a memfd first.
+absl::StatusOr<base::UniqueFd> OpenForReopen(const std::string& path, bool dropping) {
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenFile(path, O_RDONLY));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return base::ErrnoError(absl::StrCat("fstat(", path, ")"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+  }
+  if (dropping && (st.st_mode & S_IROTH) == 0) {
+    return CopyToMemfd(fd.get(), path);
+  }
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
+  bool dropping = c.drop.has_value();
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd kernel, OpenForReopen(c.kernel, dropping));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd initrd, OpenForReopen(c.initrd, dropping));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd overlay,
+                        OpenFile(RunDirPath(c.run_dir, kOverlayFile), O_RDWR));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd rootfs, OpenFile(c.rootfs, O_RDONLY));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd qmp, ListenUnixSocket(RunDirPath(c.run_dir, kQmpSocket)));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd agent,
+                        ListenUnixSocket(RunDirPath(c.run_dir, kAgentSocket)));
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return base::ErrnoError("socketpair(console)");
+  }
+  base::UniqueFd console_ours(pair[0]);
+  base::UniqueFd console_qemu(pair[1]);
+  // QEMU only writes the console; the shim never writes to it. (Shutting down our write side
+  // is no way to say so: QEMU takes the EOF as a disconnect and drops the console.)
+  ABOX_ASSIGN_OR_RETURN(base::Pipe output, base::MakePipe());
+
+  QemuArgvInput in;
+  in.qemu_binary = c.qemu_binary;
+  in.setpriv_binary = c.setpriv_binary;
+  in.drop = c.drop;
+  in.id = c.id;
+  in.accel = c.accel;
+  in.cpus = c.cpus;
+  in.memory_mib = c.memory_mib;
+  in.kernel_path = absl::StrCat("/proc/self/fd/", kernel.get());
+  in.initrd_path = absl::StrCat("/proc/self/fd/", initrd.get());
+  in.kernel_cmdline = c.kernel_cmdline;
+  in.overlay_fd = overlay.get();
+  in.rootfs_fd = rootfs.get();
+  in.qmp_fd = qmp.get();
+  in.agent_fd = agent.get();
+  in.console_fd = console_qemu.get();
+
+  base::SpawnOptions o;
+  o.argv = BuildQemuArgv(in);
+  o.stdout_fd = output.write.get();
+  o.stderr_fd = output.write.get();
+  o.keep_fds = {kernel.get(), initrd.get(), overlay.get(),     rootfs.get(),
+                qmp.get(),    agent.get(),  console_qemu.get()};
+  o.parent_death_signal = SIGKILL;
+  absl::StatusOr<base::ChildProcess> child = base::ChildProcess::Spawn(o);
+  if (!child.ok()) {
+    return base::Annotate(child.status(), absl::StrCat("starting ", o.argv[0]));
+  }
+  LaunchedQemu launched;
+  launched.process = *std::move(child);
+  launched.console = std::move(console_ours);
+  launched.output = std::move(output.read);
+  launched.argv = std::move(o.argv);
+  ABOX_RETURN_IF_ERROR(base::SetNonBlocking(launched.console.get()));
+  ABOX_RETURN_IF_ERROR(base::SetNonBlocking(launched.output.get()));
+  return launched;
+}
+
+absl::Status RemoveRunDir(const std::string& run_dir) {
+  if (run_dir.empty() || run_dir[0] != '/' || run_dir == "/") {
+    return absl::InvalidArgumentError(absl::StrCat("refusing to remove run_dir \"", run_dir, "\""));
+  }
+  static const std::set<std::string> kKnown = {kOverlayFile,
+                                               kQmpSocket,
+                                               kAgentSocket,
+                                               kConsoleLog,
+                                               absl::StrCat(kConsoleLog, ".1"),
+                                               kQemuLog,
+                                               absl::StrCat(kQemuLog, ".1"),
+                                               kShimLog,
+                                               kStateFile,
+                                               kShimConfigFile};
+  std::vector<std::string> names;
+  {
+    DIR* dir = ::opendir(run_dir.c_str());
+    if (dir == nullptr) {
+      if (errno == ENOENT) {
+        return absl::OkStatus();
+      }
+      return base::ErrnoError(absl::StrCat("opendir(", run_dir, ")"));
+    }
+    while (dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe): private DIR stream
+      std::string name = e->d_name;
+      if (name != "." && name != "..") {
+        names.push_back(std::move(name));
+      }
+    }
+    ::closedir(dir);
+  }
+  std::vector<std::string> unknown;
+  for (const std::string& name : names) {
+    // Leftovers of an interrupted atomic write (base::WriteFileAtomic) are ours too.
+    bool ours = kKnown.count(name) > 0 || absl::StartsWith(name, ".state.json.tmp") ||
+                absl::StartsWith(name, ".shim.json.tmp");
+    if (!ours) {
+      unknown.push_back(name);
+      continue;
+    }
+    std::string path = absl::StrCat(run_dir, "/", name);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return base::ErrnoError(absl::StrCat("unlink(", path, ")"));
+    }
+  }
+  if (!unknown.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("left ", run_dir, " in place: it holds files abox did not create (",
+                     absl::StrJoin(unknown, ", "), ")"));
+  }
+  if (::rmdir(run_dir.c_str()) != 0 && errno != ENOENT) {
+    return base::ErrnoError(absl::StrCat("rmdir(", run_dir, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace abox::vmm

@@ -1,0 +1,361 @@
+#include "src/vmm/qemu_vmm.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "src/base/child_process.h"
+#include "src/base/io.h"
+#include "src/base/self_path.h"
+#include "src/base/status_macros.h"
+#include "src/vmm/bounded_log.h"
+#include "src/vmm/host_tsc.h"
+#include "src/vmm/qemu_argv.h"
+#include "src/vmm/qemu_launch.h"
+#include "src/vmm/qemu_vm.h"
+#include "src/vmm/shim_protocol.h"
+
+namespace abox::vmm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr char kInstallQemu[] = "install it with `apt-get install qemu-system-x86 qemu-utils`";
+// Extra time the caller gives the shim beyond QEMU's own readiness deadline.
+constexpr milliseconds kShimReportMargin(5000);
+constexpr size_t kMaxReadyLine = 64 << 10;
+
+absl::StatusOr<std::string> FindBinary(const std::string& name, const char* hint) {
+  std::optional<std::string> path = base::FindExecutable(name);
+  if (!path) {
+    return absl::NotFoundError(absl::StrCat(name, " not found in PATH; ", hint));
+  }
+  return std::filesystem::absolute(*path).string();
+}
+
+absl::StatusOr<std::string> FindShim(const std::string& configured) {
+  if (configured.empty()) {
+    return base::FindCompanionBinary("abox-shim", "ABOX_SHIM");
+  }
+  if (::access(configured.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("abox-shim not found at ", configured, "; set $ABOX_SHIM to its path"));
+  }
+  return configured;
+}
+
+absl::Status CheckReadable(const std::string& path, const char* what) {
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(what, " path must be absolute: \"", path, "\""));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return base::ErrnoError(
+        absl::StrCat(what, " ", path, " is missing (build or fetch the image)"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is not a regular file"));
+  }
+  if (::access(path.c_str(), R_OK) != 0) {
+    return base::ErrnoError(absl::StrCat(what, " ", path, " is not readable"));
+  }
+  return absl::OkStatus();
+}
+
+// Creates run_dir 0700 (and missing parents), or takes an existing empty directory.
+absl::Status MakeRunDir(const std::string& run_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(run_dir).parent_path(), ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("creating the parent of ", run_dir, ": ", ec.message()));
+  }
+  if (::mkdir(run_dir.c_str(), 0700) == 0) {
+    return absl::OkStatus();
+  }
+  if (errno != EEXIST) {
+    return base::ErrnoError(absl::StrCat("mkdir(", run_dir, ")"));
+  }
+  struct stat st {};
+  if (::lstat(run_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      !std::filesystem::is_empty(run_dir, ec) || ec) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("run_dir ", run_dir, " already exists and is not an empty directory"));
+  }
+  if (::chmod(run_dir.c_str(), 0700) != 0) {
+    return base::ErrnoError(absl::StrCat("chmod(", run_dir, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads one line (the shim's readiness message) before `deadline`. EOF first: kUnavailable.
+absl::StatusOr<std::string> ReadReadyLine(int fd, Clock::time_point deadline) {
+  ABOX_RETURN_IF_ERROR(base::SetNonBlocking(fd));
+  std::string line;
+  for (;;) {
+    auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      return absl::DeadlineExceededError("abox-shim did not report in time");
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left)) < 0 && errno != EINTR) {
+      return base::ErrnoError("poll(ready pipe)");
+    }
+    char buf[4096];
+    absl::StatusOr<size_t> n = base::ReadSome(fd, buf, sizeof(buf));
+    if (!n.ok() && absl::IsUnavailable(n.status())) {
+      continue;
+    }
+    ABOX_RETURN_IF_ERROR(n.status());
+    if (*n == 0) {
+      return absl::UnavailableError("abox-shim exited without reporting");
+    }
+    line.append(buf, *n);
+    if (size_t nl = line.find('\n'); nl != std::string::npos) {
+      return line.substr(0, nl);
+    }
+    if (line.size() > kMaxReadyLine) {
+      return absl::InternalError("abox-shim sent an oversized readiness message");
+    }
+  }
+}
+
+PrivilegePlan PlanForHost(Accel accel) {
+  PrivilegeInputs in;
+  in.euid = ::geteuid();
+  in.accel = accel;
+  struct stat st {};
+  if (::stat("/dev/kvm", &st) == 0) {
+    in.kvm_mode = st.st_mode;
+    in.kvm_gid = st.st_gid;
+  }
+  return PlanPrivileges(in);
+}
+
+}  // namespace
+
+absl::Status ValidateVmSpec(const VmSpec& spec) {
+  bool id_ok = !spec.id.empty() && spec.id.size() <= 64;
+  for (char c : spec.id) {
+    id_ok = id_ok && (absl::ascii_isalnum(c) || c == '_' || c == '-' || c == '.');
+  }
+  if (!id_ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "VM id \"", spec.id, "\" must be 1-64 characters of letters, digits, '_', '-', '.'"));
+  }
+  if (spec.run_dir.empty() || spec.run_dir[0] != '/' || spec.run_dir == "/") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run_dir must be an absolute path: \"", spec.run_dir, "\""));
+  }
+  ABOX_RETURN_IF_ERROR(CheckReadable(spec.kernel, "guest kernel"));
+  ABOX_RETURN_IF_ERROR(CheckReadable(spec.initrd, "guest initrd"));
+  ABOX_RETURN_IF_ERROR(CheckReadable(spec.rootfs, "root filesystem image"));
+  if (spec.cpus < 1 || spec.cpus > 255) {
+    return absl::InvalidArgumentError(absl::StrCat("cpus must be 1-255, not ", spec.cpus));
+  }
+  if (spec.memory_mib < 64 || spec.memory_mib > (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory_mib must be 64-1048576, not ", spec.memory_mib));
+  }
+  if (spec.console_log_limit_bytes < 4096) {
+    return absl::InvalidArgumentError("console_log_limit_bytes must be at least 4096");
+  }
+  if (spec.kernel_cmdline_extra.find_first_of(std::string("\n\0", 2)) != std::string::npos) {
+    return absl::InvalidArgumentError("kernel_cmdline_extra must be one line");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<QemuVmm>> QemuVmm::Create(QemuVmmOptions options) {
+  ABOX_ASSIGN_OR_RETURN(options.qemu_binary, FindBinary(options.qemu_binary, kInstallQemu));
+  ABOX_ASSIGN_OR_RETURN(options.qemu_img_binary, FindBinary(options.qemu_img_binary, kInstallQemu));
+  ABOX_ASSIGN_OR_RETURN(options.shim_path, FindShim(options.shim_path));
+  std::string setpriv;
+  if (::geteuid() == 0) {
+    ABOX_ASSIGN_OR_RETURN(setpriv,
+                          FindBinary("setpriv", "install it with `apt-get install util-linux`"));
+  }
+  auto vmm = std::unique_ptr<QemuVmm>(new QemuVmm(std::move(options)));
+  vmm->setpriv_binary_ = std::move(setpriv);
+  return vmm;
+}
+
+std::optional<uint64_t> QemuVmm::TscKhz() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!tsc_khz_) {
+    absl::StatusOr<uint64_t> khz = HostTscKhz();
+    if (!khz.ok()) {
+      spdlog::warn("{}; booting without tsc_early_khz (TCG boots may hang)",
+                   khz.status().ToString());
+    }
+    tsc_khz_ = khz.ok() ? std::optional<uint64_t>(*khz) : std::nullopt;
+  }
+  return *tsc_khz_;
+}
+
+absl::StatusOr<AccelDecision> QemuVmm::ResolveAccelFor(const VmSpec& spec) {
+  std::optional<uint64_t> tsc = TscKhz();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = accel_by_kernel_.find(spec.kernel);
+      it != accel_by_kernel_.end() && spec.accel == Accel::kAuto) {
+    return it->second;
+  }
+  KvmProbeOptions probe;
+  probe.qemu_binary = options_.qemu_binary;
+  probe.kernel = spec.kernel;
+  probe.cache_path = options_.kvm_probe_cache;
+  probe.deadline = options_.kvm_probe_deadline;
+  probe.tsc_khz = tsc;
+  ABOX_ASSIGN_OR_RETURN(AccelDecision decision,
+                        ResolveAccel(spec.accel, HostAccelResolverDeps(probe)));
+  if (spec.accel == Accel::kAuto) {
+    accel_by_kernel_[spec.kernel] = decision;
+  }
+  return decision;
+}
+
+absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
+  ABOX_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  ABOX_ASSIGN_OR_RETURN(AccelDecision accel, ResolveAccelFor(spec));
+  if (!accel.warning.empty()) {
+    spdlog::warn("{}", accel.warning);
+  }
+  PrivilegePlan privileges = PlanForHost(accel.accel);
+  if (!privileges.warning.empty()) {
+    spdlog::warn("{}", privileges.warning);
+  }
+  ABOX_RETURN_IF_ERROR(MakeRunDir(spec.run_dir));
+  std::optional<base::ChildProcess> shim;
+  absl::Cleanup undo = [&] {
+    shim.reset();  // kills a shim that did not come up (QEMU follows it)
+    if (absl::StatusOr<VmState> st = ReadVmState(spec.run_dir); st.ok() && !spec.tie_to_caller) {
+      if (auto fd = OpenVerifiedPidfd(st->shim_pid, {"abox-shim", spec.run_dir}); fd.ok()) {
+        ::syscall(SYS_pidfd_send_signal, fd->get(), SIGKILL, nullptr, 0);
+      }
+    }
+    (void)RemoveRunDir(spec.run_dir);
+  };
+
+  std::string overlay = RunDirPath(spec.run_dir, kOverlayFile);
+  ABOX_ASSIGN_OR_RETURN(base::CommandResult img,
+                        base::RunCommand({options_.qemu_img_binary, "create", "-q", "-f", "qcow2",
+                                          "-F", "raw", "-b", spec.rootfs, overlay}));
+  if (img.status.ShellCode() != 0) {
+    return absl::InternalError(absl::StrCat("qemu-img create ", overlay, " failed (",
+                                            img.status.ToString(), "): ", img.err));
+  }
+
+  ShimConfig config;
+  config.id = spec.id;
+  config.run_dir = spec.run_dir;
+  config.qemu_binary = options_.qemu_binary;
+  config.setpriv_binary = setpriv_binary_;
+  config.accel = accel.accel;
+  config.accel_note = accel.warning;
+  config.cpus = spec.cpus;
+  config.memory_mib = spec.memory_mib;
+  config.kernel = spec.kernel;
+  config.initrd = spec.initrd;
+  config.rootfs = spec.rootfs;
+  config.kernel_cmdline = KernelCmdline(TscKhz(), spec.kernel_cmdline_extra);
+  config.drop = privileges.drop;
+  config.console_log_limit = spec.console_log_limit_bytes;
+  config.qemu_log_limit = options_.qemu_log_limit;
+  config.ready_timeout_ms = options_.ready_timeout.count();
+  config.tie_to_caller = spec.tie_to_caller;
+  ABOX_RETURN_IF_ERROR(base::WriteFileAtomic(RunDirPath(spec.run_dir, kShimConfigFile),
+                                             ShimConfigToJson(config), 0600));
+
+  ABOX_ASSIGN_OR_RETURN(base::Pipe ready, base::MakePipe());
+  std::optional<base::Pipe> tie;
+  if (spec.tie_to_caller) {
+    ABOX_ASSIGN_OR_RETURN(tie, base::MakePipe());
+  }
+  std::string shim_log_path = RunDirPath(spec.run_dir, kShimLog);
+  base::UniqueFd shim_log(
+      ::open(shim_log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!shim_log) {
+    return base::ErrnoError(absl::StrCat("open(", shim_log_path, ")"));
+  }
+  base::SpawnOptions so;
+  so.argv = {options_.shim_path, "--run-dir", spec.run_dir, "--ready-fd",
+             absl::StrCat(ready.write.get())};
+  so.keep_fds = {ready.write.get()};
+  if (tie) {
+    so.argv.insert(so.argv.end(), {"--caller-fd", absl::StrCat(tie->read.get())});
+    so.keep_fds.push_back(tie->read.get());
+  }
+  so.stdout_fd = shim_log.get();
+  so.stderr_fd = shim_log.get();
+  // Its own session: a Ctrl-C or SIGHUP for the caller's terminal must not hit the VM; with
+  // tie_to_caller the pipe, not a signal, ends it.
+  so.new_session = true;
+  ABOX_ASSIGN_OR_RETURN(shim, base::ChildProcess::Spawn(so));
+  ready.write.reset();
+  if (tie) {
+    tie->read.reset();
+  }
+
+  Clock::time_point deadline = Clock::now() + options_.ready_timeout + kShimReportMargin;
+  absl::StatusOr<std::string> line = ReadReadyLine(ready.read.get(), deadline);
+  auto shim_log_tail = [&] { return ReadLogTail(shim_log_path, 1500); };
+  if (!line.ok()) {
+    return absl::InternalError(absl::StrCat("VM ", spec.id,
+                                            " did not start: ", line.status().message(),
+                                            "; abox-shim log:\n", shim_log_tail()));
+  }
+  absl::StatusOr<ShimReady> report = ShimReadyFromJson(*line);
+  if (!report.ok()) {
+    return absl::InternalError(
+        absl::StrCat("VM ", spec.id, " did not start: ", report.status().message()));
+  }
+  if (!report->ok) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("VM ", spec.id, " did not start: ", report->error));
+  }
+
+  QemuVm::Parts parts;
+  parts.id = spec.id;
+  parts.run_dir = spec.run_dir;
+  parts.accel = accel.accel;
+  parts.accel_note = accel.warning;
+  parts.tie_to_caller = spec.tie_to_caller;
+  parts.qemu_pid = report->qemu_pid;
+  if (auto fd = OpenVerifiedPidfd(report->qemu_pid, {absl::StrCat("abox-", spec.id)}); fd.ok()) {
+    parts.qemu_pidfd = *std::move(fd);
+  }
+  if (spec.tie_to_caller) {
+    parts.shim_child.emplace(std::move(*shim));
+    shim.reset();
+    parts.caller_pipe = std::move(tie->write);
+  } else {
+    // The process we spawned only forked the real shim and exited; reap it, follow the shim.
+    (void)shim->Wait(milliseconds(5000));
+    shim.reset();
+    // If the shim is already gone (QEMU exited at once), the Vm reports that.
+    if (auto fd = OpenVerifiedPidfd(report->shim_pid, {"abox-shim", spec.run_dir}); fd.ok()) {
+      parts.shim_pidfd = *std::move(fd);
+    }
+  }
+  std::move(undo).Cancel();
+  return QemuVm::Create(std::move(parts));
+}
+
+absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::Attach(const std::string& run_dir) {
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<QemuVm> vm, QemuVm::Attach(run_dir));
+  return vm;
+}
+
+}  // namespace abox::vmm

@@ -1,0 +1,68 @@
+// The QEMU driver: microVMs with `qemu-system-x86_64 -M microvm`, each supervised by abox-shim.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "src/vmm/kvm_probe.h"
+#include "src/vmm/vmm.h"
+
+namespace abox::vmm {
+
+struct QemuVmmOptions {
+  std::string qemu_binary = "qemu-system-x86_64";
+  std::string qemu_img_binary = "qemu-img";
+  // The abox-shim executable. Empty: $ABOX_SHIM, else beside the running executable, else
+  // <exe dir>/../lib/abox/ (base::FindCompanionBinary).
+  std::string shim_path;
+  // Where the KVM probe verdict is cached (e.g. $ABOX_HOME/cache/kvm-probe.json); empty: none.
+  std::string kvm_probe_cache;
+  // How long StartVm waits for QEMU's QMP socket to answer.
+  std::chrono::milliseconds ready_timeout{10000};
+  std::chrono::milliseconds kvm_probe_deadline{8000};
+  // Size bound for QEMU's own stderr log in the run_dir.
+  uint64_t qemu_log_limit = 1 << 20;
+};
+
+// Starts and re-attaches QEMU microVMs (see vmm.h for the contract). Each VM gets its own
+// run_dir with a qcow2 overlay over the read-only golden image, a QMP socket and an agent
+// socket, and its own abox-shim process (shim.h) that owns QEMU. QEMU is hardened (seccomp
+// sandbox, no NIC, no host share, descriptors instead of paths) and runs as nobody when abox
+// runs as root (qemu_argv.h).
+//
+// Thread-safe: StartVm/Attach may run concurrently (the accelerator decision is made once per
+// guest kernel, under a lock). The returned Vm objects are not thread-safe.
+class QemuVmm final : public Vmm {
+ public:
+  // Fails with a clear message (naming the Debian packages to install) when QEMU, qemu-img or
+  // abox-shim cannot be found.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<QemuVmm>> Create(QemuVmmOptions options = {});
+
+  [[nodiscard]] const char* name() const override { return "qemu"; }
+  absl::StatusOr<std::unique_ptr<Vm>> StartVm(const VmSpec& spec) override;
+  absl::StatusOr<std::unique_ptr<Vm>> Attach(const std::string& run_dir) override;
+
+  // The accelerator StartVm would use for `spec` (probes KVM on first use; see kvm_probe.h).
+  [[nodiscard]] absl::StatusOr<AccelDecision> ResolveAccelFor(const VmSpec& spec);
+
+ private:
+  explicit QemuVmm(QemuVmmOptions options) : options_(std::move(options)) {}
+  std::optional<uint64_t> TscKhz();
+
+  QemuVmmOptions options_;  // binaries resolved to absolute paths by Create()
+  std::string setpriv_binary_;
+  std::mutex mu_;
+  std::map<std::string, AccelDecision> accel_by_kernel_;  // guarded by mu_
+  std::optional<std::optional<uint64_t>> tsc_khz_;        // guarded by mu_
+};
+
+// Checks a spec before anything is created: id charset, absolute paths, readable files,
+// sane sizes. The errors say what to fix.
+[[nodiscard]] absl::Status ValidateVmSpec(const VmSpec& spec);
+
+}  // namespace abox::vmm

@@ -1,0 +1,50 @@
+// Runs the real `abox` binary for end-to-end tests and collects what a user would see.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/base/child_process.h"
+
+namespace abox::testing {
+
+struct AboxResult {
+  int exit_code = -1;  // shell convention (128+N for signal N)
+  std::string out;
+  std::string err;
+  uint64_t peak_rss_kib = 0;  // highest VmRSS of the abox process seen while it ran
+};
+
+struct AboxCall {
+  std::vector<std::string> args;  // after "abox"
+  std::string stdin_data;
+  bool close_stdin = true;
+  // Extra environment (on top of the test's own); a value of "" removes the variable.
+  std::map<std::string, std::string> env;
+  // If set, stdout is counted (out stays empty) instead of kept: for huge outputs.
+  bool count_stdout_only = false;
+  uint64_t* stdout_bytes = nullptr;
+  // Called once with the pid after abox started and its stdout first produced `when_output`.
+  std::string when_output;
+  std::function<void(pid_t)> on_output;
+  int timeout_seconds = 300;
+};
+
+// Path of the abox binary under test (set by CMake through ABOX_BIN).
+std::string AboxBin();
+
+// Runs abox and waits for it. Samples its RSS every ~50 ms.
+AboxResult RunAbox(const AboxCall& call);
+
+// Processes whose command line contains `needle` (excluding this test process).
+std::vector<pid_t> ProcessesMatching(const std::string& needle);
+
+// Files and directories under `dir` (recursively), relative paths.
+std::vector<std::string> ListTree(const std::string& dir);
+
+}  // namespace abox::testing
