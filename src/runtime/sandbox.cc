@@ -106,13 +106,12 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
   if (!channel.ok()) {
     std::string report = sb->FailureReport();
     return absl::UnavailableError(absl::StrCat("cannot connect to the guest agent channel: ",
-                                               channel.status().message(), "; ", report));
+                                               channel.status().message(), "\n  ", report));
   }
   ABOX_ASSIGN_OR_RETURN(sb->agent_, AgentClient::Create(std::move(*channel), {}));
   if (auto s = sb->agent_->WaitReady(config.boot_timeout); !s.ok()) {
     sb->agent_->Fail(s);
-    return absl::UnavailableError(
-        absl::StrCat("the sandbox did not boot: ", s.message(), "; ", sb->FailureReport()));
+    return absl::UnavailableError(absl::StrCat("the sandbox did not boot: ", sb->FailureReport()));
   }
   return sb;
 }
@@ -129,7 +128,9 @@ absl::Status Sandbox::Destroy() {
     agent_->Shutdown();
   }
   if (vm_) {
-    status = vm_->Stop(std::chrono::seconds(5));
+    // A guest whose agent failed will not power off by itself: no grace period then.
+    bool healthy = agent_ && agent_->failure().ok();
+    status = vm_->Stop(healthy ? std::chrono::seconds(5) : std::chrono::seconds(0));
   }
   agent_.reset();
   vm_.reset();
@@ -142,7 +143,11 @@ std::string Sandbox::FailureReport() {
     parts.push_back(std::string(agent_->failure().message()));
   }
   if (vm_) {
-    (void)vm_->WaitExit(std::chrono::seconds(3));
+    // A closed channel usually means the VM is on its way down (panic, QEMU crash): give it a
+    // moment so the exit reason and the last console lines are there to report.
+    if (agent_ && agent_->failure().code() == absl::StatusCode::kUnavailable) {
+      (void)vm_->WaitExit(std::chrono::seconds(2));
+    }
     if (!vm_->IsRunning()) {
       parts.push_back(absl::StrCat("VM stopped: ", vm_->exit_reason()));
     }

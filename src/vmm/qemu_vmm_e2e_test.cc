@@ -1,9 +1,8 @@
-// Real microVMs under TCG (ctest label e2e). Needs:
-//   ABOX_TEST_KERNEL  an uncompressed guest kernel (vmlinux with PVH note, e.g. Debian cloud)
-//   ABOX_TEST_INITRD  an initramfs whose /init prints "hello from abox test init" and obeys
-//                     abox_test=hello|spam|sleep (power off / print 4000 "spam line NNNNN"
-//                     lines then power off / wait forever)
-// Tests that need them skip when they are unset. The rootfs is a blank sparse file.
+// Real microVMs under TCG (ctest label e2e). The guest is the kernel of the installed image
+// ($ABOX_HOME/images/default/vmlinux, or $ABOX_TEST_KERNEL) with an initramfs made here around
+// testing/test_init.c, whose /init prints "hello from abox test init" and obeys
+// abox_test=hello|spam|sleep (power off / print 4000 "spam line NNNNN" lines then power off /
+// wait forever). The rootfs is a blank sparse file.
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,6 +20,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/base/io.h"
+#include "src/image/initramfs.h"
+#include "src/image/paths.h"
 #include "src/vmm/bounded_log.h"
 #include "src/vmm/qemu_vm.h"
 #include "src/vmm/qemu_vmm.h"
@@ -76,21 +77,39 @@ class QemuVmmE2eTest : public ::testing::Test {
     rootfs_ = dir_ + "/rootfs.img";
     std::filesystem::resize_file((std::ofstream(rootfs_), rootfs_), 64 << 20);
     absl::StatusOr<std::unique_ptr<QemuVmm>> vmm = QemuVmm::Create({});
-    if (!vmm.ok()) {
-      GTEST_SKIP() << vmm.status();
-    }
+    ASSERT_TRUE(vmm.ok()) << vmm.status();
     vmm_ = *std::move(vmm);
+    kernel_ = Env("ABOX_TEST_KERNEL");
+    if (kernel_.empty()) {
+      absl::StatusOr<image::Paths> paths = image::ResolvePaths();
+      ASSERT_TRUE(paths.ok()) << paths.status();
+      kernel_ = (paths->ImageDir("default") / "vmlinux").string();
+    }
+    ASSERT_TRUE(std::filesystem::exists(kernel_))
+        << kernel_ << " is missing: build the image first (abox image build)";
+    absl::StatusOr<std::string> init = base::ReadFile(ABOX_VMM_TEST_INIT);
+    ASSERT_TRUE(init.ok()) << init.status();
+    initrd_ = dir_ + "/initramfs.cpio";
+    using Entry = image::CpioEntry;
+    ASSERT_TRUE(image::WriteCpio(initrd_, {Entry{.path = "dev", .type = Entry::Type::kDirectory,
+                                                 .mode = 0755},
+                                           Entry{.path = "dev/console",
+                                                 .type = Entry::Type::kCharDevice,
+                                                 .mode = 0600,
+                                                 .dev_major = 5,
+                                                 .dev_minor = 1},
+                                           Entry{.path = "init", .mode = 0755, .data = *init}})
+                    .ok());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  bool HaveGuest() { return !Env("ABOX_TEST_KERNEL").empty() && !Env("ABOX_TEST_INITRD").empty(); }
 
   VmSpec Spec(const std::string& name, const std::string& mode, bool tie = true) {
     VmSpec s;
     s.id = name;
     s.run_dir = absl::StrCat(dir_, "/", name);
-    s.kernel = Env("ABOX_TEST_KERNEL");
-    s.initrd = Env("ABOX_TEST_INITRD");
+    s.kernel = kernel_;
+    s.initrd = initrd_;
     s.rootfs = rootfs_;
     s.cpus = 1;
     s.memory_mib = 256;
@@ -102,16 +121,12 @@ class QemuVmmE2eTest : public ::testing::Test {
 
   std::string dir_;
   std::string rootfs_;
+  std::string kernel_;
+  std::string initrd_;
   std::unique_ptr<QemuVmm> vmm_;
 };
 
-#define REQUIRE_GUEST()                                          \
-  if (!HaveGuest()) {                                            \
-    GTEST_SKIP() << "set ABOX_TEST_KERNEL and ABOX_TEST_INITRD"; \
-  }
-
 TEST_F(QemuVmmE2eTest, BootsLogsTheConsoleAndCleansUp) {
-  REQUIRE_GUEST();
   VmSpec spec = Spec("hello", "hello");
   absl::StatusOr<std::unique_ptr<Vm>> vm = vmm_->StartVm(spec);
   ASSERT_TRUE(vm.ok()) << vm.status();
@@ -126,7 +141,6 @@ TEST_F(QemuVmmE2eTest, BootsLogsTheConsoleAndCleansUp) {
 }
 
 TEST_F(QemuVmmE2eTest, ConsoleLogStaysWithinItsLimit) {
-  REQUIRE_GUEST();
   VmSpec spec = Spec("spam", "spam");
   spec.console_log_limit_bytes = 16384;
   absl::StatusOr<std::unique_ptr<Vm>> vm = vmm_->StartVm(spec);
@@ -138,7 +152,6 @@ TEST_F(QemuVmmE2eTest, ConsoleLogStaysWithinItsLimit) {
 }
 
 TEST_F(QemuVmmE2eTest, QmpAnswersAndTheVmHasNoNetwork) {
-  REQUIRE_GUEST();
   VmSpec spec = Spec("qmp", "sleep");
   absl::StatusOr<std::unique_ptr<Vm>> vm = vmm_->StartVm(spec);
   ASSERT_TRUE(vm.ok()) << vm.status();
@@ -174,7 +187,6 @@ TEST_F(QemuVmmE2eTest, QmpAnswersAndTheVmHasNoNetwork) {
 }
 
 TEST_F(QemuVmmE2eTest, DestroyingTheHandleKillsAndCleansUp) {
-  REQUIRE_GUEST();
   VmSpec spec = Spec("drop", "sleep");
   absl::StatusOr<std::unique_ptr<Vm>> vm = vmm_->StartVm(spec);
   ASSERT_TRUE(vm.ok()) << vm.status();
@@ -185,7 +197,6 @@ TEST_F(QemuVmmE2eTest, DestroyingTheHandleKillsAndCleansUp) {
 }
 
 TEST_F(QemuVmmE2eTest, TiedVmDiesWithACallerKilledBySigkill) {
-  REQUIRE_GUEST();
   VmSpec spec = Spec("tied", "sleep");
   absl::StatusOr<base::Pipe> report = base::MakePipe();
   ASSERT_TRUE(report.ok());
@@ -221,7 +232,6 @@ TEST_F(QemuVmmE2eTest, TiedVmDiesWithACallerKilledBySigkill) {
 }
 
 TEST_F(QemuVmmE2eTest, QemuDiesWithAKilledShim) {
-  REQUIRE_GUEST();
   VmSpec spec = Spec("shimkill", "sleep");
   absl::StatusOr<std::unique_ptr<Vm>> vm = vmm_->StartVm(spec);
   ASSERT_TRUE(vm.ok()) << vm.status();
@@ -236,7 +246,6 @@ TEST_F(QemuVmmE2eTest, QemuDiesWithAKilledShim) {
 }
 
 TEST_F(QemuVmmE2eTest, DetachedVmOutlivesItsHandleAndReattaches) {
-  REQUIRE_GUEST();
   VmSpec spec = Spec("daemon", "sleep", /*tie=*/false);
   absl::StatusOr<std::unique_ptr<Vm>> vm = vmm_->StartVm(spec);
   ASSERT_TRUE(vm.ok()) << vm.status();
@@ -256,7 +265,6 @@ TEST_F(QemuVmmE2eTest, DetachedVmOutlivesItsHandleAndReattaches) {
 }
 
 TEST_F(QemuVmmE2eTest, TiedVmCannotDetachOrBeAttached) {
-  REQUIRE_GUEST();
   VmSpec spec = Spec("tied2", "sleep");
   absl::StatusOr<std::unique_ptr<Vm>> vm = vmm_->StartVm(spec);
   ASSERT_TRUE(vm.ok()) << vm.status();

@@ -5,7 +5,7 @@
 //   oversize        a frame header claiming a 4 GiB payload
 //   unknown-type    a frame of type 200
 //   unknown-stream  stdout on a stream the host never opened
-//   overrun         1 MiB of stdout without waiting for credit
+//   credit-lie      grants the host more stdin credit than the window holds
 //   bad-exit        an exit frame whose JSON is broken
 //   flood           pings forever while never reading (the host's replies pile up)
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -28,12 +29,12 @@ using abox::proto::FrameType;
 
 int OpenPort() {
   for (;;) {
-    // The port's sysfs entry names its /dev node; the name is fixed by abox's QEMU argv.
-    for (int i = 0; i < 8; ++i) {
-      std::string dir = "/sys/class/virtio-ports/vport0p" + std::to_string(i);
-      auto name = abox::base::ReadFile(dir + "/name", 256);
+    // Same discovery as the real agent: the sysfs entry whose name is the agent port.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/sys/class/virtio-ports", ec)) {
+      auto name = abox::base::ReadFile((e.path() / "name").string(), 256);
       if (name.ok() && name->rfind("org.abox.agent.0", 0) == 0) {
-        int fd = ::open(("/dev/vport0p" + std::to_string(i)).c_str(), O_RDWR | O_CLOEXEC);
+        int fd = ::open(("/dev/" + e.path().filename().string()).c_str(), O_RDWR | O_CLOEXEC);
         if (fd >= 0) {
           return fd;
         }
@@ -102,11 +103,12 @@ int main() {
       Send(fd, h);
     } else if (mode == "unknown-stream") {
       Send(fd, EncodeFrame(FrameType::kStdout, id + 100, 0, "x"));
-    } else if (mode == "overrun") {
-      std::string chunk(abox::proto::kMaxPayload, 'A');
-      for (int i = 0; i < 16; ++i) {
-        Send(fd, EncodeFrame(FrameType::kStdout, id, 0, chunk));
-      }
+    } else if (mode == "credit-lie") {
+      // The host starts with a full window; any grant overflows it. (Output beyond credit is
+      // covered deterministically by the HostSession unit tests: through a real VM it races
+      // with the host's own grants.)
+      Send(fd, EncodeFrame(FrameType::kCredit, id, 0,
+                           abox::proto::EncodeCredit(abox::proto::kDefaultWindow)));
     } else if (mode == "bad-exit") {
       Send(fd, EncodeFrame(FrameType::kExit, id, 0, "{\"exit_code\": \"zero\""));
     } else if (mode == "flood") {

@@ -28,6 +28,7 @@ TEST_P(HostileGuestTest, HostDropsTheGuestAndSaysWhy) {
   EXPECT_EQ(r.exit_code, 125) << r.err;
   EXPECT_THAT(r.err, HasSubstr("protocol violation")) << attack;
   EXPECT_THAT(r.err, HasSubstr(reason)) << attack;
+  ExpectNoLeftovers();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -35,7 +36,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::make_pair("oversize", "exceeds the maximum"),
                       std::make_pair("unknown-type", "unknown type 200"),
                       std::make_pair("unknown-stream", "unknown stream"),
-                      std::make_pair("overrun", "bytes of credit"),
+                      std::make_pair("credit-lie", "overflows the"),
                       std::make_pair("bad-exit", "exit"),
                       std::make_pair("flood", "not reading its channel")),
     [](const auto& info) {

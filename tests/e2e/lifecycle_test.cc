@@ -16,33 +16,6 @@ namespace abox::testing {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-
-std::string AboxHome() {
-  const char* h = std::getenv("ABOX_HOME");  // NOLINT(concurrency-mt-unsafe)
-  if (h) {
-    return h;
-  }
-  return std::string(std::getenv("HOME")) + "/.local/share/abox";  // NOLINT
-}
-
-std::string SandboxesDir() { return AboxHome() + "/sandboxes"; }
-
-// Waits up to 20 s for every VM process and every sandbox file to be gone.
-void ExpectNoLeftovers() {
-  std::vector<pid_t> procs;
-  std::vector<std::string> files;
-  for (int i = 0; i < 200; ++i) {
-    procs = ProcessesMatching(SandboxesDir());
-    files = ListTree(SandboxesDir());
-    if (procs.empty() && files.empty()) {
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_THAT(procs, IsEmpty()) << "VM processes survived";
-  EXPECT_THAT(files, IsEmpty()) << "sandbox files survived in " << SandboxesDir();
-}
 
 TEST(LifecycleTest, NormalRunLeavesNothingBehind) {
   AboxCall call;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -171,6 +172,31 @@ std::vector<std::string> ListTree(const std::string& dir) {
     out.push_back(std::filesystem::relative(it->path(), dir).string());
   }
   return out;
+}
+
+std::string AboxHome() {
+  const char* h = std::getenv("ABOX_HOME");  // NOLINT(concurrency-mt-unsafe)
+  if (h) {
+    return h;
+  }
+  return std::string(std::getenv("HOME")) + "/.local/share/abox";  // NOLINT
+}
+
+void ExpectNoLeftovers() {
+  std::string sandboxes = AboxHome() + "/sandboxes";
+  std::vector<pid_t> procs;
+  std::vector<std::string> files;
+  for (int i = 0; i < 200; ++i) {
+    procs = ProcessesMatching(sandboxes);
+    files = ListTree(sandboxes);
+    if (procs.empty() && files.empty()) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(procs.empty()) << procs.size() << " VM processes survived, e.g. pid " << procs[0];
+  EXPECT_TRUE(files.empty()) << "sandbox files survived in " << sandboxes << ", e.g. "
+                             << files[0];
 }
 
 }  // namespace abox::testing

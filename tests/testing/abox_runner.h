@@ -47,4 +47,11 @@ std::vector<pid_t> ProcessesMatching(const std::string& needle);
 // Files and directories under `dir` (recursively), relative paths.
 std::vector<std::string> ListTree(const std::string& dir);
 
+// $ABOX_HOME as abox resolves it (the tests run abox with the same environment).
+std::string AboxHome();
+
+// Waits up to 20 s for every VM process and every file under $ABOX_HOME/sandboxes to be gone,
+// and fails the test with what is left otherwise.
+void ExpectNoLeftovers();
+
 }  // namespace abox::testing
