@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "src/base/io.h"
 #include "src/cli/output.h"
-#include "src/vmm/qemu_vmm.h"
 
 namespace abox::cli {
 namespace {
@@ -66,7 +65,7 @@ int RunInFreshVm(const RunOptions& options) {
   pthread_sigmask(SIG_BLOCK, &handled, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  auto vmm = vmm::QemuVmm::Create();
+  auto vmm = runtime::CreateDefaultVmm();
   if (!vmm.ok()) {
     PrintError(vmm.status());
     return kExitAboxFailure;

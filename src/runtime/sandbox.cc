@@ -13,6 +13,7 @@
 #include "src/image/image_store.h"
 #include "src/image/paths.h"
 #include "src/proto/frame.h"
+#include "src/vmm/qemu_vmm.h"
 #include "src/vmm/unix_socket.h"
 
 namespace abox::runtime {
@@ -68,6 +69,16 @@ std::string NewSandboxId() {
     id += "0123456789abcdef"[hex(rd)];
   }
   return id;
+}
+
+absl::StatusOr<std::unique_ptr<vmm::Vmm>> CreateDefaultVmm() {
+  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  vmm::QemuVmmOptions options;
+  options.kvm_probe_cache = (paths.home / "cache" / "kvm-probe.json").string();
+  std::error_code ec;
+  std::filesystem::create_directories(paths.home / "cache", ec);
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<vmm::QemuVmm> qemu, vmm::QemuVmm::Create(options));
+  return std::unique_ptr<vmm::Vmm>(std::move(qemu));
 }
 
 absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const SandboxConfig& config,

@@ -63,6 +63,10 @@ class Sandbox final {
   bool destroyed_ = false;
 };
 
+// The QEMU driver with this user's settings: the KVM probe verdict cached in
+// $ABOX_HOME/cache/kvm-probe.json, so only the first VM on a host kernel pays for the probe.
+absl::StatusOr<std::unique_ptr<vmm::Vmm>> CreateDefaultVmm();
+
 // A fresh random sandbox id (12 lowercase hex characters).
 std::string NewSandboxId();
 
