@@ -20,7 +20,8 @@ console log), 126/127 when the command could not be run or was not found, and 13
 when a second Ctrl-C tore the VM down.
 Ctrl-C (and SIGTERM/SIGHUP/SIGQUIT) is forwarded to the command; a second one stops the VM.
 
-Example: abox run -e FOO=bar --timeout 60 -- sh -c 'echo $FOO; uname -r')";
+Example: abox run -e FOO=bar --timeout 60 -- sh -c 'echo $FOO; uname -r'
+)";
 
 bool ParseEnv(const std::vector<std::string>& items, std::map<std::string, std::string>* env) {
   for (const auto& item : items) {

@@ -52,6 +52,26 @@ TEST(LifecycleTest, KernelPanicIsReportedWithConsoleLog) {
   ExpectNoLeftovers();
 }
 
+TEST(LifecycleTest, QemuCrashDuringACommandIsReportedWithConsoleLog) {
+  AboxCall call;
+  call.args = {"run", "--", "sh", "-c", "echo ready; sleep 300"};
+  call.when_output = "ready";
+  call.on_output = [](pid_t) {
+    // The VM of this run is the only QEMU started from the test's ABOX_HOME.
+    for (pid_t qemu : ProcessesMatching("qemu-system")) {
+      auto cmdline = base::ReadFile("/proc/" + std::to_string(qemu) + "/cmdline");
+      if (cmdline.ok() && cmdline->find("abox-") != std::string::npos) {
+        ::kill(qemu, SIGKILL);
+      }
+    }
+  };
+  auto r = RunAbox(call);
+  EXPECT_EQ(r.exit_code, 125) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("VM stopped"));
+  EXPECT_THAT(r.err, HasSubstr("console log: " + AboxHome() + "/logs/"));
+  ExpectNoLeftovers();
+}
+
 TEST(LifecycleTest, FirstCtrlCGoesToTheCommand) {
   AboxCall call;
   call.args = {"run", "--", "sh", "-c",
