@@ -115,7 +115,9 @@ std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in) {
     add("-accel", "kvm");
     add("-cpu", "host");
   } else {
-    add("-accel", "tcg");
+    // QEMU's default translation cache is 1 GiB, and it fills: a TCG VM at -m 512 reached
+    // 1.3 GiB RSS after a benchmark run. 128 MiB bounds it (docs/BENCHMARKS.md).
+    add("-accel", "tcg,tb-size=128");
   }
   add("-m", absl::StrCat(in.memory_mib));
   add("-smp", absl::StrCat(in.cpus));

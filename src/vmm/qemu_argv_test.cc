@@ -50,7 +50,7 @@ TEST(QemuArgvTest, TcgMicrovmWithoutHostCpu) {
   std::vector<std::string> argv = BuildQemuArgv(Input(Accel::kTcg));
   EXPECT_EQ(argv[0], "/usr/bin/qemu-system-x86_64");
   EXPECT_THAT(ValuesOf(argv, "-M"), ElementsAre("microvm"));
-  EXPECT_THAT(ValuesOf(argv, "-accel"), ElementsAre("tcg"));
+  EXPECT_THAT(ValuesOf(argv, "-accel"), ElementsAre("tcg,tb-size=128"));
   EXPECT_THAT(ValuesOf(argv, "-cpu"), IsEmpty());
   EXPECT_THAT(ValuesOf(argv, "-m"), ElementsAre("512"));
   EXPECT_THAT(ValuesOf(argv, "-smp"), ElementsAre("2"));

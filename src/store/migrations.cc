@@ -1,0 +1,165 @@
+#include "src/store/migrations.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "src/base/status_macros.h"
+
+namespace abox::store {
+namespace {
+
+// Times are integer milliseconds since the Unix epoch. STRICT tables make SQLite enforce the
+// column types; CHECKs keep enumerations to the values the code knows.
+constexpr char kSchemaV1[] = R"sql(
+CREATE TABLE sandboxes (
+  id TEXT PRIMARY KEY NOT NULL
+      CHECK (length(id) = 12 AND id NOT GLOB '*[^0-9a-f]*'),
+  name TEXT UNIQUE,                       -- NULL when unnamed
+  image TEXT NOT NULL,
+  cpus INTEGER NOT NULL CHECK (cpus > 0),
+  memory_mib INTEGER NOT NULL CHECK (memory_mib > 0),
+  labels TEXT NOT NULL DEFAULT '{}'       -- JSON object of strings
+      CHECK (json_valid(labels) AND json_type(labels) = 'object'),
+  state TEXT NOT NULL
+      CHECK (state IN ('creating', 'ready', 'stopping', 'stopped', 'failed', 'removed')),
+  failure TEXT NOT NULL DEFAULT '',
+  run_dir TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  ready_at INTEGER,
+  ttl_seconds INTEGER NOT NULL DEFAULT 0 CHECK (ttl_seconds >= 0),       -- 0: none
+  idle_timeout_seconds INTEGER NOT NULL DEFAULT 0 CHECK (idle_timeout_seconds >= 0),
+  last_active_at INTEGER,
+  vmm_pid INTEGER,                        -- diagnostic only; pids are reused
+  accel TEXT NOT NULL DEFAULT ''
+) STRICT;
+CREATE INDEX sandboxes_by_state ON sandboxes (state);
+
+CREATE TABLE execs (
+  id TEXT PRIMARY KEY NOT NULL,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  argv TEXT NOT NULL DEFAULT '[]',        -- JSON array of strings; empty when shell is set
+  shell TEXT NOT NULL DEFAULT '',         -- a shell command line; empty when argv is set
+  env TEXT NOT NULL DEFAULT '{}',         -- JSON object of strings
+  cwd TEXT NOT NULL DEFAULT '',
+  user TEXT NOT NULL DEFAULT '',
+  pty INTEGER NOT NULL DEFAULT 0 CHECK (pty IN (0, 1)),
+  timeout_ms INTEGER NOT NULL DEFAULT 0 CHECK (timeout_ms >= 0),          -- 0: none
+  state TEXT NOT NULL CHECK (state IN ('running', 'exited', 'failed', 'interrupted')),
+  exit_code INTEGER,
+  signal INTEGER,
+  timed_out INTEGER NOT NULL DEFAULT 0 CHECK (timed_out IN (0, 1)),
+  error TEXT NOT NULL DEFAULT '',
+  started_at INTEGER NOT NULL,
+  finished_at INTEGER,
+  output_bytes INTEGER NOT NULL DEFAULT 0,                -- bytes kept in exec_output
+  output_truncated INTEGER NOT NULL DEFAULT 0 CHECK (output_truncated IN (0, 1))
+) STRICT;
+CREATE INDEX execs_by_sandbox ON execs (sandbox_id, started_at);
+CREATE INDEX execs_by_state ON execs (state);
+
+CREATE TABLE exec_output (
+  exec_id TEXT NOT NULL REFERENCES execs (id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,                   -- 1, 2, ... per exec; oldest chunks are dropped
+  stream TEXT NOT NULL CHECK (stream IN ('stdout', 'stderr')),
+  data BLOB NOT NULL,
+  PRIMARY KEY (exec_id, seq)
+) STRICT;
+
+-- No foreign key: a sandbox's events outlive it ("removed" is the last one).
+CREATE TABLE events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  time INTEGER NOT NULL,
+  sandbox_id TEXT,                        -- NULL for daemon-wide events
+  type TEXT NOT NULL,
+  payload TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(payload))
+) STRICT;
+)sql";
+
+constexpr Migration kMigrations[] = {
+    {1, "sandboxes, execs with bounded output, events", kSchemaV1},
+};
+
+absl::StatusOr<int> ReadVersion(Connection& connection) {
+  ABOX_ASSIGN_OR_RETURN(Statement stmt, connection.Prepare("PRAGMA user_version"));
+  ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) {
+    return absl::InternalError("PRAGMA user_version returned no row");
+  }
+  return static_cast<int>(stmt.ColumnInt64(0));
+}
+
+absl::Status CheckNotNewer(const Database& db, int version, int latest) {
+  if (version <= latest) {
+    return absl::OkStatus();
+  }
+  std::string file = std::filesystem::path(db.path()).filename().string();
+  return absl::FailedPreconditionError(absl::StrCat(
+      file, " was written by a newer abox (schema ", version, " > ", latest,
+      "); upgrade abox, or move ", db.path(), " aside to start with empty state"));
+}
+
+// Applies one migration unless another connection got there first.
+absl::Status ApplyOne(Database& db, const Migration& migration, int latest) {
+  Connection connection = db.Lock();
+  ABOX_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(connection));
+  ABOX_ASSIGN_OR_RETURN(int version, ReadVersion(connection));
+  ABOX_RETURN_IF_ERROR(CheckNotNewer(db, version, latest));
+  if (version >= migration.version) {
+    return absl::OkStatus();  // rolls back an empty transaction
+  }
+  absl::Status applied = connection.Execute(migration.sql);
+  if (applied.ok()) {
+    // PRAGMA takes no parameters; the version is an integer from our own table.
+    applied = connection.Execute(absl::StrCat("PRAGMA user_version = ", migration.version));
+  }
+  if (applied.ok()) {
+    applied = transaction.Commit();
+  }
+  if (!applied.ok()) {
+    return absl::Status(applied.code(),
+                        absl::StrCat("schema migration ", migration.version, " (",
+                                     migration.description, ") failed on ", db.path(), ": ",
+                                     applied.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::span<const Migration> SchemaMigrations() { return kMigrations; }
+
+int LatestSchemaVersion() { return SchemaMigrations().back().version; }
+
+absl::StatusOr<int> SchemaVersion(Database& db) {
+  Connection connection = db.Lock();
+  return ReadVersion(connection);
+}
+
+absl::Status ApplyMigrations(Database& db, std::span<const Migration> migrations) {
+  for (size_t i = 0; i < migrations.size(); ++i) {
+    if (migrations[i].version != static_cast<int>(i) + 1) {
+      return absl::InternalError(absl::StrCat("migration #", i, " has version ",
+                                              migrations[i].version, ", want ", i + 1));
+    }
+  }
+  int latest = static_cast<int>(migrations.size());
+  ABOX_ASSIGN_OR_RETURN(int version, SchemaVersion(db));
+  ABOX_RETURN_IF_ERROR(CheckNotNewer(db, version, latest));
+  for (const Migration& migration : migrations) {
+    if (migration.version > version) {
+      ABOX_RETURN_IF_ERROR(ApplyOne(db, migration, latest));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Migrate(Database& db) { return ApplyMigrations(db, SchemaMigrations()); }
+
+absl::StatusOr<std::unique_ptr<Database>> OpenStateDatabase(const std::string& path,
+                                                            const DatabaseOptions& options) {
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<Database> db, Database::Open(path, options));
+  ABOX_RETURN_IF_ERROR(Migrate(*db));
+  return db;
+}
+
+}  // namespace abox::store
