@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--root", run.root, "Run as root in the guest (default: the unprivileged "
                                         "user 'agent')");
   run_cmd->add_flag("!--no-stdin", run.forward_stdin, "Give the command /dev/null as stdin");
+  run_cmd->add_flag("-t,--tty", run.tty,
+                    "Give the command a terminal (PTY; stdout and stderr merged), e.g. "
+                    "abox run -t -- bash");
   run_cmd->add_option("--accel", accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
       ->check(CLI::IsMember({"auto", "kvm", "tcg"}))
       ->capture_default_str();

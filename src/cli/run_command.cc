@@ -4,12 +4,15 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +26,7 @@ namespace {
 sigset_t HandledSignals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH}) {
     sigaddset(&set, sig);
   }
   return set;
@@ -57,6 +60,38 @@ void PumpStdin(runtime::Exec* exec, int stop_fd) {
   exec->CloseStdin();
 }
 
+std::optional<proto::PtySize> TerminalSize() {
+  winsize ws{};
+  if (::ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_row == 0 || ws.ws_col == 0) {
+    return std::nullopt;
+  }
+  return proto::PtySize{ws.ws_row, ws.ws_col};
+}
+
+// Puts our terminal in raw mode for the lifetime of the object (keys go to the guest's PTY,
+// whose line discipline echoes and interprets them), restoring it afterwards.
+class RawTerminal final {
+ public:
+  RawTerminal() {
+    if (::isatty(STDIN_FILENO) && ::tcgetattr(STDIN_FILENO, &saved_) == 0) {
+      termios raw = saved_;
+      ::cfmakeraw(&raw);
+      active_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+    }
+  }
+  ~RawTerminal() {
+    if (active_) {
+      ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
+    }
+  }
+  RawTerminal(const RawTerminal&) = delete;
+  RawTerminal& operator=(const RawTerminal&) = delete;
+
+ private:
+  termios saved_{};
+  bool active_ = false;
+};
+
 }  // namespace
 
 int RunInFreshVm(const RunOptions& options) {
@@ -86,6 +121,13 @@ int RunInFreshVm(const RunOptions& options) {
   request.user = options.root ? "root" : "";
   request.timeout_ms = static_cast<uint64_t>(options.timeout_seconds * 1000);
   request.stdin_open = options.forward_stdin;
+  if (options.tty) {
+    request.pty = TerminalSize().value_or(proto::PtySize{});
+    request.env.emplace("TERM", "xterm-256color");
+    if (const char* term = std::getenv("TERM")) {  // NOLINT(concurrency-mt-unsafe)
+      request.env["TERM"] = term;
+    }
+  }
   auto exec_or = sb.agent().StartExec(request);
   if (!exec_or.ok()) {
     PrintError(exec_or.status());
@@ -95,7 +137,8 @@ int RunInFreshVm(const RunOptions& options) {
   std::unique_ptr<runtime::Exec> exec = std::move(*exec_or);
 
   // Signals: the first SIGINT/SIGTERM/SIGHUP/SIGQUIT goes to the command; a second one of the
-  // same kind tears the VM down.
+  // same kind tears the VM down. SIGWINCH resizes the guest's PTY. With -t on a terminal, Ctrl-C
+  // is a byte for the guest's PTY (raw mode), so it reaches the command through the PTY.
   std::atomic<bool> interrupted{false};
   std::atomic<bool> done{false};
   std::thread signal_thread([&] {
@@ -104,6 +147,12 @@ int RunInFreshVm(const RunOptions& options) {
       int sig = 0;
       if (sigwait(&handled, &sig) != 0 || done) {
         return;
+      }
+      if (sig == SIGWINCH) {
+        if (auto size = TerminalSize(); size && options.tty) {
+          exec->Resize(*size);
+        }
+        continue;
       }
       if (++count[sig] == 1) {
         exec->Signal(sig);
@@ -116,6 +165,10 @@ int RunInFreshVm(const RunOptions& options) {
     }
   });
 
+  std::optional<RawTerminal> raw;
+  if (options.tty) {
+    raw.emplace();
+  }
   base::UniqueFd stop_stdin(::eventfd(0, EFD_CLOEXEC));
   std::thread stdin_thread;
   if (options.forward_stdin) {
@@ -144,6 +197,7 @@ int RunInFreshVm(const RunOptions& options) {
   done = true;
   ::pthread_kill(signal_thread.native_handle(), SIGINT);
   signal_thread.join();
+  raw.reset();
 
   int code;
   if (interrupted) {

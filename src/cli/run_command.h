@@ -15,6 +15,9 @@ struct RunOptions {
   std::string workdir;
   bool root = false;
   bool forward_stdin = true;
+  // Allocate a PTY in the guest (stdout and stderr merged); raw mode and window size follow
+  // our terminal when stdin is one.
+  bool tty = false;
   double timeout_seconds = 0;
 };
 

@@ -142,6 +142,17 @@ TEST(RunTest, ThreeVmsAtOnce) {
   EXPECT_EQ(boot_ids.size(), 3u) << "each run must be its own VM";
 }
 
+TEST(RunTest, TtyGivesTheCommandATerminal) {
+  AboxCall call;
+  call.args = {"run", "-t", "--", "sh", "-c", "tty; stty size; echo to-err >&2"};
+  auto r = RunAbox(call);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Not a terminal on our side, so the default size; stderr arrives merged through the PTY.
+  EXPECT_THAT(r.out, HasSubstr("/dev/pts/"));
+  EXPECT_THAT(r.out, HasSubstr("24 80"));
+  EXPECT_THAT(r.out, HasSubstr("to-err"));
+}
+
 TEST(RunTest, MissingImageSaysWhatToRun) {
   AboxCall call;
   call.args = {"run", "--image", "no-such-image", "--", "true"};
