@@ -30,7 +30,7 @@ using StringMap = std::map<std::string, std::string>;
 // naming `column`: the database holds something abox did not write.
 [[nodiscard]] absl::StatusOr<StringMap> StringMapFromJson(absl::string_view json,
                                                           absl::string_view column);
-[[nodiscard]] absl::StatusOr<std::vector<std::string>> StringListFromJson(
-    absl::string_view json, absl::string_view column);
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> StringListFromJson(absl::string_view json,
+                                                                          absl::string_view column);
 
 }  // namespace abox::store

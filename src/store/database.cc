@@ -40,8 +40,9 @@ absl::Status PrepareFile(const std::string& path) {
   if (!fd.valid()) {
     if (errno == ELOOP) {
       return absl::FailedPreconditionError(
-          absl::StrCat(path, " is a symbolic link; abox keeps its state in a regular file. "
-                             "Remove the link and restart."));
+          absl::StrCat(path,
+                       " is a symbolic link; abox keeps its state in a regular file. "
+                       "Remove the link and restart."));
     }
     return base::ErrnoError(absl::StrCat("open(", path, ")"));
   }
@@ -73,9 +74,9 @@ absl::Status Configure(Connection& connection) {
   // shows up (SQLITE_NOTADB -> kDataLoss).
   ABOX_ASSIGN_OR_RETURN(std::string mode, PragmaValue(connection, "PRAGMA journal_mode=WAL"));
   if (absl::AsciiStrToLower(mode) != "wal") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "SQLite could not switch to WAL mode (journal_mode is '", mode,
-        "'); keep $ABOX_HOME on a local filesystem that supports shared memory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("SQLite could not switch to WAL mode (journal_mode is '", mode,
+                     "'); keep $ABOX_HOME on a local filesystem that supports shared memory"));
   }
   ABOX_RETURN_IF_ERROR(connection.Execute("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL"));
   ABOX_ASSIGN_OR_RETURN(std::string fk, PragmaValue(connection, "PRAGMA foreign_keys"));
@@ -169,9 +170,9 @@ absl::Status Connection::Execute(absl::string_view sql) {
   return absl::OkStatus();
 }
 
-int64_t Connection::changes() { return sqlite3_changes64(db_.db_); }
+int64_t Connection::ChangedRows() { return sqlite3_changes64(db_.db_); }
 
-bool Connection::in_transaction() { return sqlite3_get_autocommit(db_.db_) == 0; }
+bool Connection::InTransaction() { return sqlite3_get_autocommit(db_.db_) == 0; }
 
 absl::StatusOr<Transaction> Transaction::Begin(Connection& connection, Mode mode) {
   ABOX_RETURN_IF_ERROR(
@@ -185,7 +186,7 @@ Transaction::Transaction(Transaction&& other) noexcept
 Transaction::~Transaction() {
   // SQLite may already have rolled back by itself (e.g. after SQLITE_FULL); then there is
   // nothing left to undo.
-  if (connection_ != nullptr && connection_->in_transaction()) {
+  if (connection_ != nullptr && connection_->InTransaction()) {
     (void)connection_->Execute("ROLLBACK");
   }
 }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -81,9 +82,9 @@ class Connection final {
   // Runs one or more ';'-separated statements without parameters, discarding any rows.
   [[nodiscard]] absl::Status Execute(absl::string_view sql);
   // Rows changed by the most recent INSERT / UPDATE / DELETE.
-  [[nodiscard]] int64_t changes();
+  [[nodiscard]] int64_t ChangedRows();
   // True while a transaction is open.
-  [[nodiscard]] bool in_transaction();
+  [[nodiscard]] bool InTransaction();
   [[nodiscard]] const std::string& path() const { return db_.path_; }
 
  private:

@@ -14,10 +14,9 @@ using nlohmann::json;
 
 // The newest seq ever handed out (AUTOINCREMENT keeps it in sqlite_sequence), 0 if none.
 absl::StatusOr<int64_t> ReadLastSeq(Connection& connection) {
-  ABOX_ASSIGN_OR_RETURN(
-      Statement stmt,
-      connection.Prepare("SELECT coalesce((SELECT seq FROM sqlite_sequence "
-                         "WHERE name = 'events'), 0)"));
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare("SELECT coalesce((SELECT seq FROM sqlite_sequence "
+                                           "WHERE name = 'events'), 0)"));
   ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());
   return row ? stmt.ColumnInt64(0) : 0;
 }
@@ -40,10 +39,9 @@ absl::StatusOr<int64_t> EventRepo::Append(absl::string_view sandbox_id, absl::st
   }
   Connection connection = db_->Lock();
   ABOX_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(connection));
-  ABOX_ASSIGN_OR_RETURN(
-      Statement insert,
-      connection.Prepare("INSERT INTO events (time, sandbox_id, type, payload) "
-                         "VALUES (?, ?, ?, ?) RETURNING seq"));
+  ABOX_ASSIGN_OR_RETURN(Statement insert,
+                        connection.Prepare("INSERT INTO events (time, sandbox_id, type, payload) "
+                                           "VALUES (?, ?, ?, ?) RETURNING seq"));
   ABOX_RETURN_IF_ERROR(insert.BindInt64(1, ToMillis(clock_())));
   if (sandbox_id.empty()) {
     ABOX_RETURN_IF_ERROR(insert.BindNull(2));
@@ -77,9 +75,8 @@ absl::StatusOr<EventBatch> EventRepo::Since(int64_t after_seq, int limit) {
                         Transaction::Begin(connection, Transaction::Mode::kDeferred));
   EventBatch batch;
   ABOX_ASSIGN_OR_RETURN(
-      Statement stmt,
-      connection.Prepare("SELECT seq, time, sandbox_id, type, payload FROM events "
-                         "WHERE seq > ? ORDER BY seq LIMIT ?"));
+      Statement stmt, connection.Prepare("SELECT seq, time, sandbox_id, type, payload FROM events "
+                                         "WHERE seq > ? ORDER BY seq LIMIT ?"));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(1, after_seq));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(2, limit));
   while (true) {

@@ -58,8 +58,7 @@ class EventRepo final {
 
   // Records an event at now and returns its seq. `type` must not be empty; `payload` must be
   // an object (kInvalidArgument otherwise).
-  [[nodiscard]] absl::StatusOr<int64_t> Append(absl::string_view sandbox_id,
-                                               absl::string_view type,
+  [[nodiscard]] absl::StatusOr<int64_t> Append(absl::string_view sandbox_id, absl::string_view type,
                                                const nlohmann::json& payload);
 
   // Events with seq > `after_seq`, oldest first, at most `limit` (>= 1). For SSE replay:

@@ -10,8 +10,7 @@
 namespace abox::store {
 namespace {
 
-constexpr std::array<const char*, 4> kStateNames = {"running", "exited", "failed",
-                                                    "interrupted"};
+constexpr std::array<const char*, 4> kStateNames = {"running", "exited", "failed", "interrupted"};
 constexpr std::array<const char*, 2> kStreamNames = {"stdout", "stderr"};
 
 constexpr char kColumns[] =
@@ -79,8 +78,7 @@ absl::StatusOr<std::optional<ExecRecord>> FindExec(Connection& connection, absl:
 }
 
 absl::StatusOr<bool> SandboxExists(Connection& connection, absl::string_view id) {
-  ABOX_ASSIGN_OR_RETURN(Statement stmt,
-                        connection.Prepare("SELECT 1 FROM sandboxes WHERE id = ?"));
+  ABOX_ASSIGN_OR_RETURN(Statement stmt, connection.Prepare("SELECT 1 FROM sandboxes WHERE id = ?"));
   ABOX_RETURN_IF_ERROR(stmt.BindText(1, id));
   return stmt.Step();
 }
@@ -111,28 +109,40 @@ absl::Status InsertRow(Connection& connection, const ExecRecord& e) {
   return stmt.Run();
 }
 
-// Deletes the oldest chunks of `exec_id` until at most `cap` bytes remain, then recounts.
-absl::Status DropOldest(Connection& connection, absl::string_view exec_id, int64_t cap) {
-  // `kept` is the size of this chunk plus every newer one: drop the newest chunk where it
-  // exceeds the cap, and everything older.
-  ABOX_ASSIGN_OR_RETURN(
-      Statement drop,
-      connection.Prepare(
-          "DELETE FROM exec_output WHERE exec_id = :id AND seq <= ("
-          "  SELECT seq FROM ("
-          "    SELECT seq, sum(length(data)) OVER (ORDER BY seq DESC) AS kept"
-          "    FROM exec_output WHERE exec_id = :id)"
-          "  WHERE kept > :cap ORDER BY seq DESC LIMIT 1)"));
-  ABOX_RETURN_IF_ERROR(drop.BindText(":id", exec_id));
-  ABOX_RETURN_IF_ERROR(drop.BindInt64(":cap", cap));
-  ABOX_RETURN_IF_ERROR(drop.Run());
-  ABOX_ASSIGN_OR_RETURN(
-      Statement recount,
-      connection.Prepare("UPDATE execs SET output_truncated = 1, output_bytes = ("
-                         "  SELECT coalesce(sum(length(data)), 0) FROM exec_output"
-                         "  WHERE exec_id = :id) WHERE id = :id"));
-  ABOX_RETURN_IF_ERROR(recount.BindText(":id", exec_id));
-  return recount.Run();
+// Deletes the oldest chunks of `exec_id` until `excess` bytes are gone, and marks the exec
+// truncated with its new byte count. Reads only the chunks it drops (oldest first, by the
+// primary key), so an append costs the same however many chunks are kept.
+absl::Status DropOldest(Connection& connection, absl::string_view exec_id, int64_t excess) {
+  int64_t dropped = 0;
+  int64_t last_dropped = 0;
+  {
+    ABOX_ASSIGN_OR_RETURN(Statement oldest,
+                          connection.Prepare("SELECT seq, length(data) FROM exec_output "
+                                             "WHERE exec_id = ? ORDER BY seq"));
+    ABOX_RETURN_IF_ERROR(oldest.BindText(1, exec_id));
+    while (dropped < excess) {
+      ABOX_ASSIGN_OR_RETURN(bool row, oldest.Step());
+      if (!row) {
+        return absl::InternalError(absl::StrCat("exec ", exec_id, ": output_bytes exceeds the ",
+                                                "stored output (state database damaged?)"));
+      }
+      last_dropped = oldest.ColumnInt64(0);
+      dropped += oldest.ColumnInt64(1);
+    }
+  }
+  if (dropped > 0) {
+    ABOX_ASSIGN_OR_RETURN(Statement drop, connection.Prepare("DELETE FROM exec_output "
+                                                             "WHERE exec_id = ? AND seq <= ?"));
+    ABOX_RETURN_IF_ERROR(drop.BindText(1, exec_id));
+    ABOX_RETURN_IF_ERROR(drop.BindInt64(2, last_dropped));
+    ABOX_RETURN_IF_ERROR(drop.Run());
+  }
+  ABOX_ASSIGN_OR_RETURN(Statement mark,
+                        connection.Prepare("UPDATE execs SET output_truncated = 1, "
+                                           "output_bytes = output_bytes - ? WHERE id = ?"));
+  ABOX_RETURN_IF_ERROR(mark.BindInt64(1, dropped));
+  ABOX_RETURN_IF_ERROR(mark.BindText(2, exec_id));
+  return mark.Run();
 }
 
 }  // namespace
@@ -143,9 +153,7 @@ absl::StatusOr<ExecState> ParseExecState(absl::string_view text) {
   return ParseName<ExecState>(kStateNames, text, "exec state");
 }
 
-const char* ExecStreamName(ExecStream stream) {
-  return kStreamNames[static_cast<size_t>(stream)];
-}
+const char* ExecStreamName(ExecStream stream) { return kStreamNames[static_cast<size_t>(stream)]; }
 
 absl::StatusOr<ExecStream> ParseExecStream(absl::string_view text) {
   return ParseName<ExecStream>(kStreamNames, text, "output stream");
@@ -161,9 +169,9 @@ absl::StatusOr<ExecRecord> ExecRepo::Insert(const ExecRecord& exec) {
     return absl::InvalidArgumentError("exec id is empty");
   }
   if (exec.argv.empty() == exec.shell.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("exec ", exec.id, ": give either argv or a shell command, not ",
-                     exec.argv.empty() ? "neither" : "both"));
+    return absl::InvalidArgumentError(absl::StrCat("exec ", exec.id,
+                                                   ": give either argv or a shell command, not ",
+                                                   exec.argv.empty() ? "neither" : "both"));
   }
   ExecRecord stored = exec;
   stored.state = ExecState::kRunning;
@@ -224,7 +232,7 @@ absl::Status ExecRepo::Append(absl::string_view exec_id, ExecStream stream,
   ABOX_RETURN_IF_ERROR(insert.BindBlob(":data", data));
   ABOX_RETURN_IF_ERROR(insert.Run());
   if (cut || total > cap) {
-    ABOX_RETURN_IF_ERROR(DropOldest(connection, exec_id, cap));
+    ABOX_RETURN_IF_ERROR(DropOldest(connection, exec_id, total - cap));
   }
   return transaction.Commit();
 }
@@ -248,15 +256,15 @@ absl::Status ExecRepo::Finish(absl::string_view exec_id, const ExecResult& resul
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(":now", ToMillis(clock_())));
   ABOX_RETURN_IF_ERROR(stmt.BindText(":id", exec_id));
   ABOX_RETURN_IF_ERROR(stmt.Run());
-  if (connection.changes() == 1) {
+  if (connection.ChangedRows() == 1) {
     return absl::OkStatus();
   }
   ABOX_ASSIGN_OR_RETURN(auto existing, FindExec(connection, exec_id));
   if (!existing.has_value()) {
     return NoExec(exec_id);
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "exec ", exec_id, " already ended (", ExecStateName(existing->state), ")"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("exec ", exec_id, " already ended (", ExecStateName(existing->state), ")"));
 }
 
 absl::StatusOr<ExecRecord> ExecRepo::Get(absl::string_view exec_id) {
@@ -345,7 +353,7 @@ absl::StatusOr<int64_t> ExecRepo::MarkInterrupted(std::optional<absl::string_vie
     ABOX_RETURN_IF_ERROR(stmt.BindText(":sandbox", *sandbox_id));
   }
   ABOX_RETURN_IF_ERROR(stmt.Run());
-  return connection.changes();
+  return connection.ChangedRows();
 }
 
 }  // namespace abox::store

@@ -47,11 +47,11 @@ struct ExecRecord {
   bool pty = false;
   int64_t timeout_ms = 0;  // 0: none
   ExecState state = ExecState::kRunning;
-  ExecResult result;                       // meaningful once state != kRunning
-  absl::Time started_at;                   // set by Insert
-  std::optional<absl::Time> finished_at;   // set by Finish / MarkRunningAsInterrupted
-  int64_t output_bytes = 0;                // bytes of output kept
-  bool output_truncated = false;           // older output was dropped to respect the cap
+  ExecResult result;                      // meaningful once state != kRunning
+  absl::Time started_at;                  // set by Insert
+  std::optional<absl::Time> finished_at;  // set by Finish / MarkRunningAsInterrupted
+  int64_t output_bytes = 0;               // bytes of output kept
+  bool output_truncated = false;          // older output was dropped to respect the cap
 
   friend bool operator==(const ExecRecord&, const ExecRecord&) = default;
 };

@@ -93,9 +93,9 @@ absl::Status CheckNotNewer(const Database& db, int version, int latest) {
     return absl::OkStatus();
   }
   std::string file = std::filesystem::path(db.path()).filename().string();
-  return absl::FailedPreconditionError(absl::StrCat(
-      file, " was written by a newer abox (schema ", version, " > ", latest,
-      "); upgrade abox, or move ", db.path(), " aside to start with empty state"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(file, " was written by a newer abox (schema ", version, " > ", latest,
+                   "); upgrade abox, or move ", db.path(), " aside to start with empty state"));
 }
 
 // Applies one migration unless another connection got there first.
@@ -116,10 +116,9 @@ absl::Status ApplyOne(Database& db, const Migration& migration, int latest) {
     applied = transaction.Commit();
   }
   if (!applied.ok()) {
-    return absl::Status(applied.code(),
-                        absl::StrCat("schema migration ", migration.version, " (",
-                                     migration.description, ") failed on ", db.path(), ": ",
-                                     applied.message()));
+    return absl::Status(applied.code(), absl::StrCat("schema migration ", migration.version, " (",
+                                                     migration.description, ") failed on ",
+                                                     db.path(), ": ", applied.message()));
   }
   return absl::OkStatus();
 }
@@ -138,8 +137,8 @@ absl::StatusOr<int> SchemaVersion(Database& db) {
 absl::Status ApplyMigrations(Database& db, std::span<const Migration> migrations) {
   for (size_t i = 0; i < migrations.size(); ++i) {
     if (migrations[i].version != static_cast<int>(i) + 1) {
-      return absl::InternalError(absl::StrCat("migration #", i, " has version ",
-                                              migrations[i].version, ", want ", i + 1));
+      return absl::InternalError(
+          absl::StrCat("migration #", i, " has version ", migrations[i].version, ", want ", i + 1));
     }
   }
   int latest = static_cast<int>(migrations.size());

@@ -74,9 +74,9 @@ absl::StatusOr<std::vector<SandboxRecord>> ReadAll(Statement& stmt) {
 absl::StatusOr<std::optional<SandboxRecord>> FindBy(Connection& connection,
                                                     absl::string_view column,
                                                     absl::string_view value) {
-  ABOX_ASSIGN_OR_RETURN(Statement stmt,
-                        connection.Prepare(absl::StrCat("SELECT ", kColumns,
-                                                        " FROM sandboxes WHERE ", column, " = ?")));
+  ABOX_ASSIGN_OR_RETURN(
+      Statement stmt, connection.Prepare(absl::StrCat("SELECT ", kColumns, " FROM sandboxes WHERE ",
+                                                      column, " = ?")));
   ABOX_RETURN_IF_ERROR(stmt.BindText(1, value));
   ABOX_ASSIGN_OR_RETURN(std::vector<SandboxRecord> rows, ReadAll(stmt));
   if (rows.empty()) {
@@ -94,7 +94,7 @@ absl::Status ChangeOne(Database& db, absl::string_view id, const char* sql, Bind
   ABOX_RETURN_IF_ERROR(stmt.BindText(":id", id));
   ABOX_RETURN_IF_ERROR(bind(stmt));
   ABOX_RETURN_IF_ERROR(stmt.Run());
-  if (connection.changes() == 0) {
+  if (connection.ChangedRows() == 0) {
     return NoSandbox(id);
   }
   return absl::OkStatus();
@@ -102,9 +102,7 @@ absl::Status ChangeOne(Database& db, absl::string_view id, const char* sql, Bind
 
 }  // namespace
 
-const char* SandboxStateName(SandboxState state) {
-  return kStateNames[static_cast<size_t>(state)];
-}
+const char* SandboxStateName(SandboxState state) { return kStateNames[static_cast<size_t>(state)]; }
 
 absl::StatusOr<SandboxState> ParseSandboxState(absl::string_view text) {
   for (size_t i = 0; i < kStateNames.size(); ++i) {
@@ -117,8 +115,8 @@ absl::StatusOr<SandboxState> ParseSandboxState(absl::string_view text) {
 
 absl::StatusOr<SandboxRecord> SandboxRepo::Insert(const SandboxRecord& sandbox) {
   if (sandbox.id.size() != kIdLength || !IsLowerHex(sandbox.id)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sandbox id '", sandbox.id, "' is not ", kIdLength, " lowercase hex characters"));
+    return absl::InvalidArgumentError(absl::StrCat("sandbox id '", sandbox.id, "' is not ",
+                                                   kIdLength, " lowercase hex characters"));
   }
   SandboxRecord stored = sandbox;
   stored.created_at = FromMillis(ToMillis(clock_()));  // as precise as the column
@@ -132,15 +130,15 @@ absl::StatusOr<SandboxRecord> SandboxRepo::Insert(const SandboxRecord& sandbox) 
   if (!stored.name.empty()) {
     ABOX_ASSIGN_OR_RETURN(auto same_name, FindBy(connection, "name", stored.name));
     if (same_name.has_value()) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "the name '", stored.name, "' is taken by sandbox ", same_name->id,
-          "; choose another name or remove that sandbox"));
+      return absl::AlreadyExistsError(absl::StrCat("the name '", stored.name,
+                                                   "' is taken by sandbox ", same_name->id,
+                                                   "; choose another name or remove that sandbox"));
     }
   }
-  ABOX_ASSIGN_OR_RETURN(
-      Statement stmt,
-      connection.Prepare(absl::StrCat("INSERT INTO sandboxes (", kColumns,
-                                      ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")));
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare(absl::StrCat(
+                            "INSERT INTO sandboxes (", kColumns,
+                            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")));
   ABOX_RETURN_IF_ERROR(stmt.BindText(1, stored.id));
   if (stored.name.empty()) {
     ABOX_RETURN_IF_ERROR(stmt.BindNull(2));
@@ -186,7 +184,8 @@ absl::StatusOr<SandboxRecord> SandboxRepo::Get(absl::string_view id) {
 
 absl::StatusOr<SandboxRecord> SandboxRepo::Resolve(absl::string_view ref) {
   if (ref.empty()) {
-    return absl::InvalidArgumentError("empty sandbox reference; give an id, a name or an id prefix");
+    return absl::InvalidArgumentError(
+        "empty sandbox reference; give an id, a name or an id prefix");
   }
   Connection connection = db_->Lock();
   for (absl::string_view column : {"id", "name"}) {
@@ -198,11 +197,10 @@ absl::StatusOr<SandboxRecord> SandboxRepo::Resolve(absl::string_view ref) {
   if (ref.size() < kMinPrefix || ref.size() >= kIdLength || !IsLowerHex(ref)) {
     return NoSandbox(ref);
   }
-  ABOX_ASSIGN_OR_RETURN(
-      Statement stmt,
-      connection.Prepare(absl::StrCat("SELECT ", kColumns,
-                                      " FROM sandboxes WHERE substr(id, 1, ?1) = ?2 "
-                                      "ORDER BY id LIMIT ?3")));
+  ABOX_ASSIGN_OR_RETURN(Statement stmt, connection.Prepare(absl::StrCat(
+                                            "SELECT ", kColumns,
+                                            " FROM sandboxes WHERE substr(id, 1, ?1) = ?2 "
+                                            "ORDER BY id LIMIT ?3")));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(1, static_cast<int64_t>(ref.size())));
   ABOX_RETURN_IF_ERROR(stmt.BindText(2, ref));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(3, kMaxCandidates + 1));
@@ -298,9 +296,8 @@ absl::StatusOr<std::vector<ExpiredSandbox>> SandboxRepo::Expired(absl::Time now)
   Connection connection = db_->Lock();
   ABOX_ASSIGN_OR_RETURN(
       Statement stmt,
-      connection.Prepare(absl::StrCat("SELECT ", kColumns, ", ", kTtlDue,
-                                      " FROM sandboxes WHERE ", kTtlDue, " OR ", kIdleDue,
-                                      " ORDER BY created_at, rowid")));
+      connection.Prepare(absl::StrCat("SELECT ", kColumns, ", ", kTtlDue, " FROM sandboxes WHERE ",
+                                      kTtlDue, " OR ", kIdleDue, " ORDER BY created_at, rowid")));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(":now", ToMillis(now)));
   std::vector<ExpiredSandbox> out;
   while (true) {

@@ -14,7 +14,8 @@ namespace {
 // The statement as one short line for an error message.
 std::string Summary(absl::string_view sql) {
   std::string out;
-  for (absl::string_view word : absl::StrSplit(sql, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty())) {
+  for (absl::string_view word :
+       absl::StrSplit(sql, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty())) {
     if (!out.empty()) {
       out += ' ';
     }
@@ -73,8 +74,8 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what, absl::stri
   if ((extended & 0xff) != (rc & 0xff)) {
     extended = rc;
   }
-  return absl::Status(CodeFor(extended), absl::StrCat("SQLite ", what, " failed for '",
-                                                      Summary(sql), "': ", message));
+  return absl::Status(CodeFor(extended),
+                      absl::StrCat("SQLite ", what, " failed for '", Summary(sql), "': ", message));
 }
 
 Statement::Statement(Statement&& other) noexcept
@@ -97,8 +98,8 @@ Statement::~Statement() { sqlite3_finalize(stmt_); }
 absl::StatusOr<int> Statement::Index(Param param) const {
   if (param.name() == nullptr) {
     if (param.index() < 1 || param.index() > sqlite3_bind_parameter_count(stmt_)) {
-      return absl::InvalidArgumentError(absl::StrCat("no parameter ", param.index(), " in '",
-                                                     Summary(sql_), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("no parameter ", param.index(), " in '", Summary(sql_), "'"));
     }
     return param.index();
   }
@@ -137,9 +138,8 @@ absl::Status Statement::BindText(Param param, absl::string_view value) {
   ABOX_ASSIGN_OR_RETURN(int index, Index(param));
   // A null pointer would bind NULL; an empty view may have one.
   const char* data = value.data() != nullptr ? value.data() : "";
-  return BindResult(sqlite3_bind_text64(stmt_, index, data, value.size(), SQLITE_TRANSIENT,
-                                        SQLITE_UTF8),
-                    param);
+  return BindResult(
+      sqlite3_bind_text64(stmt_, index, data, value.size(), SQLITE_TRANSIENT, SQLITE_UTF8), param);
 }
 
 absl::Status Statement::BindBlob(Param param, absl::string_view value) {
@@ -147,8 +147,7 @@ absl::Status Statement::BindBlob(Param param, absl::string_view value) {
   if (value.empty()) {
     return BindResult(sqlite3_bind_zeroblob(stmt_, index, 0), param);
   }
-  return BindResult(sqlite3_bind_blob64(stmt_, index, value.data(), value.size(),
-                                        SQLITE_TRANSIENT),
+  return BindResult(sqlite3_bind_blob64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT),
                     param);
 }
 
@@ -159,10 +158,6 @@ absl::Status Statement::BindNull(Param param) {
 
 absl::Status Statement::BindOptionalInt64(Param param, std::optional<int64_t> value) {
   return value.has_value() ? BindInt64(param, *value) : BindNull(param);
-}
-
-absl::Status Statement::BindOptionalText(Param param, std::optional<absl::string_view> value) {
-  return value.has_value() ? BindText(param, *value) : BindNull(param);
 }
 
 absl::StatusOr<bool> Statement::Step() {
@@ -196,7 +191,7 @@ void Statement::Reset() {
   sqlite3_clear_bindings(stmt_);
 }
 
-int Statement::column_count() const { return sqlite3_column_count(stmt_); }
+int Statement::ColumnCount() const { return sqlite3_column_count(stmt_); }
 
 bool Statement::ColumnIsNull(int column) const {
   return sqlite3_column_type(stmt_, column) == SQLITE_NULL;

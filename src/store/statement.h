@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -18,8 +19,9 @@ namespace abox::store {
 // Names a statement parameter: a 1-based index, or a name with its prefix (":id").
 class Param final {
  public:
-  Param(int index) : index_(index) {}               // NOLINT(google-explicit-constructor)
-  Param(const char* name) : name_(name) {}          // NOLINT(google-explicit-constructor)
+  // Implicit, so that call sites read stmt.BindText(1, x) and stmt.BindText(":id", x).
+  Param(int index) : index_(index) {}       // NOLINT(google-explicit-constructor)
+  Param(const char* name) : name_(name) {}  // NOLINT(google-explicit-constructor)
 
   [[nodiscard]] int index() const { return index_; }
   [[nodiscard]] const char* name() const { return name_; }
@@ -52,7 +54,6 @@ class Statement final {
   [[nodiscard]] absl::Status BindNull(Param param);
   // NULL when `value` is empty.
   [[nodiscard]] absl::Status BindOptionalInt64(Param param, std::optional<int64_t> value);
-  [[nodiscard]] absl::Status BindOptionalText(Param param, std::optional<absl::string_view> value);
 
   // Advances: true when a row is available, false when the statement is done.
   [[nodiscard]] absl::StatusOr<bool> Step();
@@ -62,7 +63,7 @@ class Statement final {
   void Reset();
 
   // Column getters for the current row (0-based). NULL reads as 0 / "".
-  [[nodiscard]] int column_count() const;
+  [[nodiscard]] int ColumnCount() const;
   [[nodiscard]] bool ColumnIsNull(int column) const;
   [[nodiscard]] int64_t ColumnInt64(int column) const;
   [[nodiscard]] double ColumnDouble(int column) const;
@@ -80,7 +81,7 @@ class Statement final {
       : db_(db), stmt_(stmt), sql_(std::move(sql)) {}
 
   // The parameter index for `param`, or kInvalidArgument.
-  absl::StatusOr<int> Index(Param param) const;
+  [[nodiscard]] absl::StatusOr<int> Index(Param param) const;
   absl::Status BindResult(int rc, Param param) const;
 
   sqlite3* db_ = nullptr;

@@ -1,0 +1,143 @@
+#include "src/store/migrations.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/store/test_util.h"
+
+namespace abox::store {
+namespace {
+
+using testing::ExecOrDie;
+using ::testing::HasSubstr;
+using testing::OpenDatabaseOrDie;
+using testing::QueryInt;
+using testing::TempDir;
+
+int64_t TableCount(Database& db, const std::string& name) {
+  return QueryInt(
+      db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '" + name + "'");
+}
+
+TEST(MigrationsTest, SchemaMigrationsAreNumberedFromOne) {
+  auto migrations = SchemaMigrations();
+  ASSERT_FALSE(migrations.empty());
+  for (size_t i = 0; i < migrations.size(); ++i) {
+    EXPECT_EQ(migrations[i].version, static_cast<int>(i) + 1);
+    EXPECT_NE(std::string(migrations[i].description), "");
+  }
+  EXPECT_EQ(LatestSchemaVersion(), static_cast<int>(migrations.size()));
+}
+
+TEST(MigrationsTest, MigratesAnEmptyDatabaseToTheLatestSchema) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  EXPECT_EQ(*SchemaVersion(*db), 0);
+  ASSERT_TRUE(Migrate(*db).ok());
+  EXPECT_EQ(*SchemaVersion(*db), LatestSchemaVersion());
+  for (const char* table : {"sandboxes", "execs", "exec_output", "events"}) {
+    EXPECT_EQ(TableCount(*db, table), 1) << table;
+  }
+  // The schema passes SQLite's own consistency check.
+  EXPECT_EQ(
+      QueryInt(*db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+}
+
+TEST(MigrationsTest, ReopeningAMigratedDatabaseIsANoOp) {
+  TempDir tmp;
+  std::string path = tmp.file("state.db");
+  {
+    auto db = OpenStateDatabase(path);
+    ASSERT_TRUE(db.ok()) << db.status();
+    ExecOrDie(**db,
+              "INSERT INTO sandboxes (id, image, cpus, memory_mib, state, created_at) "
+              "VALUES ('0123456789ab', 'default', 1, 512, 'ready', 1)");
+  }
+  auto db = OpenStateDatabase(path);
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_EQ(*SchemaVersion(**db), LatestSchemaVersion());
+  EXPECT_EQ(QueryInt(**db, "SELECT count(*) FROM sandboxes"), 1);
+  ASSERT_TRUE(Migrate(**db).ok());
+  EXPECT_EQ(QueryInt(**db, "SELECT count(*) FROM sandboxes"), 1);
+}
+
+TEST(MigrationsTest, AppliesOnlyTheNewMigrations) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  const std::vector<Migration> v1 = {{1, "a", "CREATE TABLE a (x INTEGER)"}};
+  ASSERT_TRUE(ApplyMigrations(*db, v1).ok());
+  ExecOrDie(*db, "INSERT INTO a VALUES (1)");
+  const std::vector<Migration> v2 = {{1, "a", "CREATE TABLE a (x INTEGER)"},
+                                     {2, "b", "ALTER TABLE a ADD COLUMN y INTEGER DEFAULT 7"}};
+  ASSERT_TRUE(ApplyMigrations(*db, v2).ok());
+  EXPECT_EQ(*SchemaVersion(*db), 2);
+  EXPECT_EQ(QueryInt(*db, "SELECT x + y FROM a"), 8);
+}
+
+TEST(MigrationsTest, AFailingMigrationRollsBackAndNamesItself) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  const std::vector<Migration> migrations = {
+      {1, "first", "CREATE TABLE a (x INTEGER)"},
+      {2, "broken", "CREATE TABLE b (x INTEGER); INSERT INTO missing VALUES (1)"},
+  };
+  absl::Status status = ApplyMigrations(*db, migrations);
+  ASSERT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr("schema migration 2 (broken) failed"));
+  EXPECT_THAT(status.message(), HasSubstr("no such table: missing"));
+  EXPECT_EQ(*SchemaVersion(*db), 1);
+  EXPECT_EQ(TableCount(*db, "a"), 1);
+  EXPECT_EQ(TableCount(*db, "b"), 0);  // the half-applied step left nothing behind
+  Connection connection = db->Lock();
+  EXPECT_FALSE(connection.InTransaction());
+}
+
+TEST(MigrationsTest, ADatabaseFromANewerAboxIsRefused) {
+  TempDir tmp;
+  std::string path = tmp.file("state.db");
+  {
+    auto db = OpenDatabaseOrDie(path);
+    ASSERT_NE(db, nullptr);
+    ExecOrDie(*db, "PRAGMA user_version = 99");
+  }
+  auto db = OpenStateDatabase(path);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(db.status().message(),
+              HasSubstr("state.db was written by a newer abox (schema 99 > " +
+                        std::to_string(LatestSchemaVersion()) + ")"));
+  EXPECT_THAT(db.status().message(), HasSubstr("upgrade abox"));
+}
+
+TEST(MigrationsTest, MisnumberedMigrationsAreRejected) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  const std::vector<Migration> gap = {{1, "a", "SELECT 1"}, {3, "c", "SELECT 1"}};
+  absl::Status status = ApplyMigrations(*db, gap);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("has version 3, want 2"));
+  EXPECT_EQ(*SchemaVersion(*db), 0);
+}
+
+TEST(MigrationsTest, ASecondConnectionFindsTheWorkDone) {
+  TempDir tmp;
+  std::string path = tmp.file("state.db");
+  auto first = OpenDatabaseOrDie(path);
+  auto second = OpenDatabaseOrDie(path);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  // A migration that is not idempotent would fail the second time.
+  const std::vector<Migration> migrations = {{1, "a", "CREATE TABLE a (x INTEGER)"}};
+  ASSERT_TRUE(ApplyMigrations(*first, migrations).ok());
+  ASSERT_TRUE(ApplyMigrations(*second, migrations).ok());
+  EXPECT_EQ(*SchemaVersion(*second), 1);
+}
+
+}  // namespace
+}  // namespace abox::store
