@@ -1,12 +1,30 @@
 #!/usr/bin/env bash
-# Runs the runtime benchmarks against the release build and prints the Markdown table that
-# goes into docs/BENCHMARKS.md (raw numbers in build/release/bench-runtime.json).
+# Runs the benchmarks against the release build and prints the Markdown tables that go into
+# docs/BENCHMARKS.md (raw numbers in build/release/bench-*.json).
+#   bench/run.sh [runtime|daemon|all]   (default: all)
 #   RUNS  cold `abox run` repetitions (default 15)
+# Uses the image of $ABOX_HOME (default ~/.local/share/abox); the daemon bench runs its own
+# aboxd in a private home whose images/ links there, and removes everything it created.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+which="${1:-all}"
+case "$which" in
+  runtime | daemon | all) ;;
+  *) echo "usage: bench/run.sh [runtime|daemon|all]" >&2; exit 2 ;;
+esac
 preset=release
-cmake --build --preset "$preset" --target abox abox-shim abox-guest runtime_bench >/dev/null
-"build/$preset/bin/abox" image build >/dev/null
+bin="build/$preset/bin"
+targets=(abox abox-shim abox-guest)
+if [[ "$which" != daemon ]]; then targets+=(runtime_bench); fi
+if [[ "$which" != runtime ]]; then targets+=(aboxd daemon_bench); fi
+cmake --build --preset "$preset" --target "${targets[@]}" >/dev/null
+"$bin/abox" image build >/dev/null
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) cores, $(qemu-system-x86_64 --version | head -1)"
-"build/$preset/bin/runtime_bench" --runs "${RUNS:-15}" --abox "build/$preset/bin/abox" \
-  --json "build/$preset/bench-runtime.json"
+if [[ "$which" != daemon ]]; then
+  "$bin/runtime_bench" --runs "${RUNS:-15}" --abox "$bin/abox" \
+    --json "build/$preset/bench-runtime.json"
+fi
+if [[ "$which" != runtime ]]; then
+  "$bin/daemon_bench" --aboxd "$bin/aboxd" --abox "$bin/abox" \
+    --json "build/$preset/bench-daemon.json"
+fi

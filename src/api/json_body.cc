@@ -162,7 +162,8 @@ bool Reader::ReadInt(const json& value, const std::string& field, int64_t min, i
   std::string range = absl::StrCat("an integer from ", min, " to ", max);
   if (value.is_number_unsigned()) {
     auto u = value.get<uint64_t>();
-    if (u > static_cast<uint64_t>(max)) {
+    // nlohmann stores non-negative literals as unsigned: check both ends here too.
+    if (u > static_cast<uint64_t>(max) || (min > 0 && u < static_cast<uint64_t>(min))) {
       Fail(field, absl::StrCat("must be ", range, ", got ", u));
       return false;
     }

@@ -85,9 +85,11 @@ int ChildEntry(void* plan) { RunChild(*static_cast<ChildPlan*>(plan)); }
 // clone(CLONE_VM | CLONE_VFORK), like posix_spawn: the child shares our memory until it execs
 // (or _exits) and we are suspended meanwhile, so no page tables are copied. Under TCG that makes
 // a measurable part of the exec cost (docs/BENCHMARKS.md). The child runs on its own stack and
-// writes only to `plan`, which we do not read afterwards. The agent is single-threaded.
+// writes only to `plan`, which we do not read afterwards. The agent is single-threaded; the
+// stack is per thread anyway so that several agents can share a process (the fake VMM of the
+// daemon's tests runs one per "VM").
 pid_t SpawnChild(ChildPlan& plan) {
-  alignas(64) static char stack[256 * 1024];
+  alignas(64) static thread_local char stack[256 * 1024];
   return ::clone(ChildEntry, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
 }
 #endif

@@ -1,6 +1,5 @@
 #include "src/image/fs_util.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -9,11 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "src/base/fenced_remove.h"
 #include "src/base/status_macros.h"
 
 namespace abox::image {
@@ -21,57 +19,6 @@ namespace {
 
 using base::ErrnoError;
 using base::UniqueFd;
-
-// Empties the directory `dir_fd` (whose device is `dev`), then the caller removes it.
-absl::Status RemoveContents(int dir_fd, dev_t dev, const std::string& shown) {
-  int dup_fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
-  if (dup_fd < 0) {
-    return ErrnoError(absl::StrCat("dup(", shown, ")"));
-  }
-  DIR* dir = ::fdopendir(dup_fd);
-  if (dir == nullptr) {
-    ::close(dup_fd);
-    return ErrnoError(absl::StrCat("fdopendir(", shown, ")"));
-  }
-  absl::Cleanup close_dir = [dir] { ::closedir(dir); };
-  std::vector<std::pair<std::string, bool>> names;  // name, is directory
-  errno = 0;
-  while (dirent* de = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe): private DIR stream.
-    std::string name = de->d_name;
-    if (name == "." || name == "..") {
-      continue;
-    }
-    struct stat st {};
-    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT) {
-        continue;
-      }
-      return ErrnoError(absl::StrCat("fstatat(", shown, "/", name, ")"));
-    }
-    if (S_ISDIR(st.st_mode) && st.st_dev != dev) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(shown, "/", name,
-                       " is a mount point (left by a killed build?): unmount it "
-                       "(`umount -R ",
-                       shown, "/", name, "`) and retry"));
-    }
-    names.emplace_back(std::move(name), S_ISDIR(st.st_mode));
-  }
-  for (const auto& [name, is_dir] : names) {
-    std::string child = absl::StrCat(shown, "/", name);
-    if (is_dir) {
-      UniqueFd sub(::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!sub) {
-        return ErrnoError(absl::StrCat("open(", child, ")"));
-      }
-      ABOX_RETURN_IF_ERROR(RemoveContents(sub.get(), dev, child));
-    }
-    if (::unlinkat(dir_fd, name.c_str(), is_dir ? AT_REMOVEDIR : 0) != 0 && errno != ENOENT) {
-      return ErrnoError(absl::StrCat("unlink(", child, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::Status CopySparse(const std::filesystem::path& src, const std::filesystem::path& dst) {
   UniqueFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
@@ -142,29 +89,6 @@ absl::StatusOr<std::filesystem::path> MakeTempDir(const std::filesystem::path& p
   return std::filesystem::path(templ);
 }
 
-absl::Status RemoveTree(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
-    return errno == ENOENT ? absl::OkStatus()
-                           : ErrnoError(absl::StrCat("lstat(", path.string(), ")"));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!fd) {
-      return ErrnoError(absl::StrCat("open(", path.string(), ")"));
-    }
-    ABOX_RETURN_IF_ERROR(RemoveContents(fd.get(), st.st_dev, path.string()));
-    if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
-      return ErrnoError(absl::StrCat("rmdir(", path.string(), ")"));
-    }
-    return absl::OkStatus();
-  }
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-    return ErrnoError(absl::StrCat("unlink(", path.string(), ")"));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status LinkOrCopy(const std::filesystem::path& src, const std::filesystem::path& dst,
                         bool* linked) {
   *linked = false;
@@ -193,7 +117,8 @@ absl::Status FsyncPath(const std::filesystem::path& path) {
   return absl::OkStatus();
 }
 
-absl::Status ReplaceDir(const std::filesystem::path& from, const std::filesystem::path& to) {
+absl::Status ReplaceDir(const std::filesystem::path& root, const std::filesystem::path& from,
+                        const std::filesystem::path& to) {
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
     return FsyncPath(to.parent_path());
   }
@@ -206,7 +131,7 @@ absl::Status ReplaceDir(const std::filesystem::path& from, const std::filesystem
   }
   ABOX_RETURN_IF_ERROR(FsyncPath(to.parent_path()));
   // The swap is done; failing to delete the old copy must not fail the caller.
-  if (absl::Status s = RemoveTree(from); !s.ok()) {
+  if (absl::Status s = base::RemoveUnder(root, from); !s.ok()) {
     spdlog::warn("could not remove replaced {}: {}", from.string(), s.ToString());
   }
   return absl::OkStatus();

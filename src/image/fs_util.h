@@ -1,5 +1,5 @@
-// File-system helpers for building images atomically: temp dirs, locks, tree removal that never
-// crosses a mount point, hard-link-or-sparse-copy, directory swaps.
+// File-system helpers for building images atomically: temp dirs, locks, hard-link-or-sparse-copy,
+// directory swaps. Deletes go through base::RemoveUnder (src/base/fenced_remove.h).
 #pragma once
 
 #include <sys/types.h>
@@ -18,11 +18,6 @@ namespace abox::image {
                                                                 const std::string& prefix,
                                                                 mode_t mode = 0755);
 
-// Removes `path` (file or tree) without following symlinks and without descending into other
-// file systems: a mount point below `path` makes it fail (kFailedPrecondition) rather than
-// delete what is mounted there. A missing path is OK.
-[[nodiscard]] absl::Status RemoveTree(const std::filesystem::path& path);
-
 // Hard-links `src` to `dst`; across file systems (or where links are refused) copies instead,
 // keeping holes (SEEK_DATA/SEEK_HOLE) so a sparse rootfs stays sparse. `dst` must not exist.
 // Sets *linked to whether a hard link was made.
@@ -33,8 +28,10 @@ namespace abox::image {
 [[nodiscard]] absl::Status FsyncPath(const std::filesystem::path& path);
 
 // Moves directory `from` to `to` atomically. If `to` exists, the two are exchanged
-// (renameat2 RENAME_EXCHANGE) and the old contents, now at `from`, are removed.
-[[nodiscard]] absl::Status ReplaceDir(const std::filesystem::path& from,
+// (renameat2 RENAME_EXCHANGE) and the old contents, now at `from`, are removed with
+// base::RemoveUnder fenced to `root` (which holds both).
+[[nodiscard]] absl::Status ReplaceDir(const std::filesystem::path& root,
+                                      const std::filesystem::path& from,
                                       const std::filesystem::path& to);
 
 // An exclusive flock() on a lock file, released on destruction.

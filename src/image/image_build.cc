@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
+#include "src/base/fenced_remove.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/image/fs_util.h"
@@ -83,7 +84,7 @@ void CleanStaleImageTemps(const Paths& paths) {
   std::filesystem::directory_iterator it(paths.ImagesDir(), ec);
   for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     if (it->path().filename().string().rfind(".tmp-", 0) == 0) {
-      if (absl::Status s = RemoveTree(it->path()); !s.ok()) {
+      if (absl::Status s = base::RemoveUnder(paths.home, it->path()); !s.ok()) {
         spdlog::warn("stale temp dir {} could not be removed: {}", it->path().string(),
                      s.ToString());
       }
@@ -197,7 +198,7 @@ absl::StatusOr<BuildResult> BuildImage(const Paths& paths, const BuildOptions& o
   ABOX_ASSIGN_OR_RETURN(std::filesystem::path tmp,
                         MakeTempDir(paths.ImagesDir(), absl::StrCat(".tmp-", opts.name, "-")));
   absl::Cleanup remove_tmp = [&] {
-    if (absl::Status s = RemoveTree(tmp); !s.ok()) {
+    if (absl::Status s = base::RemoveUnder(paths.home, tmp); !s.ok()) {
       spdlog::warn("could not remove {}: {}", tmp.string(), s.ToString());
     }
   };
@@ -242,7 +243,7 @@ absl::StatusOr<BuildResult> BuildImage(const Paths& paths, const BuildOptions& o
   ABOX_RETURN_IF_ERROR(
       base::WriteFileAtomic((tmp / kManifestFile).string(), ManifestToJson(m), 0444));
   ABOX_RETURN_IF_ERROR(FsyncPath(tmp));
-  ABOX_RETURN_IF_ERROR(ReplaceDir(tmp, image_dir));
+  ABOX_RETURN_IF_ERROR(ReplaceDir(paths.home, tmp, image_dir));
   std::move(remove_tmp).Cancel();
   report(kStages, absl::StrCat("image ", opts.name, " built (", m.kernel_version, ", ",
                                m.packages.size(), " packages)"));

@@ -72,6 +72,29 @@ absl::StatusOr<Paths> ResolvePaths(const GetEnvFn& getenv_fn) {
   return paths;
 }
 
+absl::StatusOr<std::filesystem::path> ResolveSocketPath() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use, nobody sets the environment.
+  return ResolveSocketPath([](const char* name) { return ::getenv(name); });
+}
+
+absl::StatusOr<std::filesystem::path> ResolveSocketPath(const GetEnvFn& getenv_fn) {
+  if (const char* v = getenv_fn("ABOX_SOCKET"); v != nullptr && v[0] != '\0') {
+    std::filesystem::path p(v);
+    if (!p.is_absolute()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("$ABOX_SOCKET=", v, " is not an absolute path: set it to one"));
+    }
+    return p.lexically_normal();
+  }
+  if (const char* v = getenv_fn("XDG_RUNTIME_DIR"); v != nullptr && v[0] != '\0') {
+    std::filesystem::path p(v);
+    if (p.is_absolute()) {  // The XDG spec says to ignore relative values.
+      return (p / "abox" / "aboxd.sock").lexically_normal();
+    }
+  }
+  return std::filesystem::path(absl::StrCat("/tmp/abox-", ::getuid())) / "aboxd.sock";
+}
+
 absl::Status ValidateImageName(const std::string& name) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(

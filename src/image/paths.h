@@ -38,6 +38,12 @@ using GetEnvFn = std::function<const char*(const char*)>;
 [[nodiscard]] absl::StatusOr<Paths> ResolvePaths();
 [[nodiscard]] absl::StatusOr<Paths> ResolvePaths(const GetEnvFn& getenv_fn);
 
+// Where aboxd listens and clients connect: $ABOX_SOCKET if set (absolute), else
+// $XDG_RUNTIME_DIR/abox/aboxd.sock, else /tmp/abox-<uid>/aboxd.sock (the daemon creates the
+// directory 0700 and refuses one owned by another user).
+[[nodiscard]] absl::StatusOr<std::filesystem::path> ResolveSocketPath();
+[[nodiscard]] absl::StatusOr<std::filesystem::path> ResolveSocketPath(const GetEnvFn& getenv_fn);
+
 // Image names become directory names: 1-64 chars of [a-z0-9._-], starting with [a-z0-9].
 [[nodiscard]] absl::Status ValidateImageName(const std::string& name);
 

@@ -1,5 +1,7 @@
 #include "src/image/paths.h"
 
+#include <unistd.h>
+
 #include <map>
 
 #include "gtest/gtest.h"
@@ -50,6 +52,17 @@ TEST(PathsTest, ValidatesImageNames) {
     EXPECT_EQ(ValidateImageName(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_FALSE(ValidateImageName(std::string(65, 'a')).ok());
+}
+
+TEST(SocketPathTest, AboxSocketWinsThenXdgRuntimeDirThenTmp) {
+  EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"ABOX_SOCKET", "/x/y.sock"}, {"XDG_RUNTIME_DIR", "/run/u"}})),
+            "/x/y.sock");
+  EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"XDG_RUNTIME_DIR", "/run/user/7"}})),
+            "/run/user/7/abox/aboxd.sock");
+  EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"XDG_RUNTIME_DIR", "relative"}})),
+            std::filesystem::path("/tmp/abox-" + std::to_string(::getuid())) / "aboxd.sock");
+  EXPECT_EQ(ResolveSocketPath(FakeEnv({{"ABOX_SOCKET", "rel.sock"}})).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
 #include "src/base/child_process.h"
+#include "src/base/fenced_remove.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/image/fs_util.h"
@@ -237,7 +238,7 @@ absl::StatusOr<RootfsEntry> BuildRootfsEntry(const Paths& paths, const RootfsInp
   std::filesystem::create_directories(paths.cache_dir / "rootfs", ec);
   const std::filesystem::path log =
       paths.LogsDir() / absl::StrCat("build-", key.substr(0, 12), ".log");
-  ::unlink(log.c_str());
+  (void)base::RemoveFileUnder(paths.cache_dir, log);  // a fresh log per build
   const bool privileged = ::geteuid() == 0;
   // Unprivileged, the hook runs as a subuid that must not reach this dir (0700): it writes the
   // image through an inherited descriptor and mmdebstrap copies the rest out. As root, the
@@ -245,7 +246,7 @@ absl::StatusOr<RootfsEntry> BuildRootfsEntry(const Paths& paths, const RootfsInp
   ABOX_ASSIGN_OR_RETURN(std::filesystem::path work,
                         MakeTempDir(paths.cache_dir / "tmp", "build-", privileged ? 0755 : 0700));
   absl::Cleanup remove_work = [&] {
-    if (absl::Status s = RemoveTree(work); !s.ok()) {
+    if (absl::Status s = base::RemoveUnder(paths.cache_dir, work); !s.ok()) {
       spdlog::warn("could not remove {} ({}); the next build retries", work.string(), s.ToString());
     }
   };
@@ -302,7 +303,7 @@ absl::StatusOr<RootfsEntry> BuildRootfsEntry(const Paths& paths, const RootfsInp
   ABOX_RETURN_IF_ERROR(WriteRootfsEntryJson(e, in.suite, in.mirror, in.arch));
   ABOX_RETURN_IF_ERROR(FsyncPath(e.dir));
   const std::filesystem::path final_dir = RootfsEntryDir(paths, key);
-  ABOX_RETURN_IF_ERROR(ReplaceDir(e.dir, final_dir));
+  ABOX_RETURN_IF_ERROR(ReplaceDir(paths.cache_dir, e.dir, final_dir));
   e.dir = final_dir;
   stage(3, absl::StrCat("kernel: ", e.kernel_version, " (", e.kernel_package,
                         "), modules: ", absl::StrJoin(e.modules, " ")));
@@ -320,7 +321,7 @@ void CleanStaleRootfsBuilds(const Paths& paths) {
       spdlog::info("{} is still used by an orphaned mmdebstrap; leaving it", p.string());
       continue;
     }
-    absl::Status s = RemoveTree(p);
+    absl::Status s = base::RemoveUnder(paths.cache_dir, p);
     if (!s.ok()) {
       spdlog::warn("stale build dir {} could not be removed: {}", p.string(), s.ToString());
     } else {

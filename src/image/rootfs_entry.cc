@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
+#include "src/base/fenced_remove.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/image/fs_util.h"
@@ -108,7 +109,7 @@ absl::StatusOr<RootfsEntry> LoadRootfsEntry(const Paths& paths, const std::strin
   }
   if (!complete) {
     spdlog::warn("image cache entry {} is damaged; removing it", dir.string());
-    if (absl::Status s = RemoveTree(dir); !s.ok()) {
+    if (absl::Status s = base::RemoveUnder(paths.cache_dir, dir); !s.ok()) {
       spdlog::warn("{}", s.ToString());
     }
     return absl::NotFoundError(absl::StrCat("no usable cached rootfs ", key));

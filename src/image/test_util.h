@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "src/base/fenced_remove.h"
 #include "src/base/io.h"
 #include "src/image/fs_util.h"
 
@@ -21,9 +22,9 @@ class TempDir {
     const char* base = ::getenv("TEST_TMPDIR");  // NOLINT(concurrency-mt-unsafe)
     std::string templ = std::string(base ? base : "/tmp") + "/abox-image-test-XXXXXX";
     EXPECT_NE(::mkdtemp(templ.data()), nullptr);
-    path_ = templ;
+    path_ = std::filesystem::path(templ).lexically_normal();
   }
-  ~TempDir() { (void)RemoveTree(path_); }
+  ~TempDir() { (void)base::RemoveUnder(path_.parent_path(), path_); }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 

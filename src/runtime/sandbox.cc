@@ -8,13 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/base/fenced_remove.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
+#include "src/base/unix_socket.h"
 #include "src/image/image_store.h"
 #include "src/image/paths.h"
 #include "src/proto/frame.h"
 #include "src/vmm/qemu_vmm.h"
-#include "src/vmm/unix_socket.h"
 
 namespace abox::runtime {
 namespace {
@@ -54,8 +55,11 @@ void PruneLogs(const std::filesystem::path& dir) {
     std::error_code e1, e2;
     return a.last_write_time(e1) < b.last_write_time(e2);
   });
+  // Deletes are fenced to $ABOX_HOME (the logs dir's parent). One that fails leaves an old log
+  // behind for the next prune to retry.
+  const std::filesystem::path logs_dir = dir.lexically_normal();
   for (size_t i = 0; i + kKeptFailureLogs < logs.size(); ++i) {
-    std::filesystem::remove(logs[i].path(), ec);
+    (void)base::RemoveFileUnder(logs_dir.parent_path(), logs_dir / logs[i].path().filename());
   }
 }
 
@@ -84,10 +88,15 @@ absl::StatusOr<std::unique_ptr<vmm::Vmm>> CreateDefaultVmm() {
 absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const SandboxConfig& config,
                                                        const NoticeFn& notice) {
   ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
-  ABOX_ASSIGN_OR_RETURN(image::ImageFiles files,
-                        image::OpenImageForBoot(paths, config.image, proto::kProtocolVersion));
+  image::ImageFiles files;
+  if (config.files) {
+    files = *config.files;
+  } else {
+    ABOX_ASSIGN_OR_RETURN(files,
+                          image::OpenImageForBoot(paths, config.image, proto::kProtocolVersion));
+  }
   std::unique_ptr<Sandbox> sb(new Sandbox());
-  sb->id_ = NewSandboxId();
+  sb->id_ = config.id.empty() ? NewSandboxId() : config.id;
   sb->logs_dir_ = (paths.home / "logs").string();
   std::filesystem::path sandboxes = paths.home / "sandboxes";
   std::error_code ec;
@@ -113,18 +122,66 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
     notice(sb->vm_->accel_note());
   }
 
-  auto channel = vmm::ConnectUnixSocket(sb->vm_->agent_socket_path());
+  auto channel = base::ConnectUnixSocket(sb->vm_->agent_socket_path());
   if (!channel.ok()) {
     std::string report = sb->FailureReport();
     return absl::UnavailableError(absl::StrCat("cannot connect to the guest agent channel: ",
                                                channel.status().message(), "\n  ", report));
   }
-  ABOX_ASSIGN_OR_RETURN(sb->agent_, AgentClient::Create(std::move(*channel), {}));
+  ABOX_ASSIGN_OR_RETURN(sb->agent_,
+                        AgentClient::Create(std::move(*channel), {.on_failure = config.on_failure}));
   if (auto s = sb->agent_->WaitReady(config.boot_timeout); !s.ok()) {
     sb->agent_->Fail(s);
     return absl::UnavailableError(absl::StrCat("the sandbox did not boot: ", sb->FailureReport()));
   }
   return sb;
+}
+
+absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Attach(
+    vmm::Vmm& vmm, const std::string& id, const std::string& run_dir, absl::Duration timeout,
+    std::function<void(const absl::Status&)> on_failure) {
+  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  std::unique_ptr<Sandbox> sb(new Sandbox());
+  sb->id_ = id;
+  sb->logs_dir_ = (paths.home / "logs").string();
+  ABOX_ASSIGN_OR_RETURN(sb->vm_, vmm.Attach(run_dir));
+  if (!sb->vm_->IsRunning()) {
+    std::string report = sb->FailureReport();
+    (void)sb->Destroy();
+    return absl::UnavailableError(absl::StrCat("the VM is gone: ", report));
+  }
+  auto channel = base::ConnectUnixSocket(sb->vm_->agent_socket_path());
+  if (!channel.ok()) {
+    std::string report = sb->FailureReport();
+    (void)sb->Destroy();
+    return absl::UnavailableError(absl::StrCat("cannot reconnect to the guest agent: ",
+                                               channel.status().message(), "\n  ", report));
+  }
+  ABOX_ASSIGN_OR_RETURN(sb->agent_, AgentClient::Create(std::move(*channel),
+                                                        {.on_failure = std::move(on_failure)}));
+  if (auto s = sb->agent_->WaitReady(timeout); !s.ok()) {
+    sb->agent_->Fail(s);
+    std::string report = sb->FailureReport();
+    (void)sb->Destroy();
+    return absl::UnavailableError(absl::StrCat("the guest agent did not answer again: ", report));
+  }
+  return sb;
+}
+
+absl::Status Sandbox::Detach() {
+  if (destroyed_) {
+    return absl::FailedPreconditionError("the sandbox was destroyed");
+  }
+  ABOX_RETURN_IF_ERROR(vm_->Detach());
+  destroyed_ = true;
+  agent_.reset();
+  vm_.reset();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> SandboxRunDir(const std::string& id) {
+  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  return (paths.home / "sandboxes" / id).string();
 }
 
 Sandbox::~Sandbox() { (void)Destroy(); }

@@ -2,11 +2,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/image/image_store.h"
 #include "src/runtime/agent_client.h"
 #include "src/vmm/vmm.h"
 
@@ -21,6 +23,13 @@ struct SandboxConfig {
   bool tie_to_caller = true;
   // How long the guest may take from VMM start to the agent's hello.
   absl::Duration boot_timeout = absl::Seconds(90);
+  // The sandbox id (12 lowercase hex characters, see NewSandboxId); empty: a fresh one.
+  std::string id;
+  // Boot these files instead of opening `image` from $ABOX_HOME (tests with a fake VMM).
+  std::optional<image::ImageFiles> files;
+  // Called once, on the agent's I/O thread, when the agent connection fails after the
+  // handshake (the VM died, the guest broke the protocol). Must not block.
+  std::function<void(const absl::Status&)> on_failure;
 };
 
 // Status and messages for a person (one line each); the caller decides where they go.
@@ -36,6 +45,13 @@ class Sandbox final {
   static absl::StatusOr<std::unique_ptr<Sandbox>> Boot(vmm::Vmm& vmm,
                                                        const SandboxConfig& config,
                                                        const NoticeFn& notice);
+  // Takes over a sandbox booted earlier with tie_to_caller=false (by a daemon that restarted):
+  // attaches to its VM by run dir and reconnects to the guest agent, which then ends the
+  // commands the previous host had started. A VM that died meanwhile is cleaned up (run dir
+  // removed) and reported as kUnavailable with the reason.
+  static absl::StatusOr<std::unique_ptr<Sandbox>> Attach(
+      vmm::Vmm& vmm, const std::string& id, const std::string& run_dir, absl::Duration timeout,
+      std::function<void(const absl::Status&)> on_failure = nullptr);
   Sandbox(const Sandbox&) = delete;
   Sandbox& operator=(const Sandbox&) = delete;
   ~Sandbox();
@@ -47,6 +63,10 @@ class Sandbox final {
   // Orderly teardown: agent shutdown, wait, VMM quit, kill; every process reaped and every
   // file of the VM removed.
   absl::Status Destroy();
+
+  // Leaves the VM running when this object goes away (tie_to_caller=false only), so that a
+  // restarted daemon can Attach() to it. The agent connection is closed.
+  absl::Status Detach();
 
   // After a failure: why the sandbox failed (VM exit reason, kernel panic line if any) and
   // where the console log was kept. Copies the console log out of the run dir (which Destroy
@@ -62,6 +82,9 @@ class Sandbox final {
   std::unique_ptr<AgentClient> agent_;
   bool destroyed_ = false;
 };
+
+// $ABOX_HOME/sandboxes/<id>: where a sandbox's VM keeps its files.
+absl::StatusOr<std::string> SandboxRunDir(const std::string& id);
 
 // The QEMU driver with this user's settings: the KVM probe verdict cached in
 // $ABOX_HOME/cache/kvm-probe.json, so only the first VM on a host kernel pays for the probe.

@@ -134,6 +134,9 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
 }
 
 Database::~Database() {
+  for (auto& [sql, stmt] : statement_cache_) {
+    sqlite3_finalize(stmt);
+  }
   // close_v2 defers the close until any statement still alive is finalized.
   sqlite3_close_v2(db_);
 }
@@ -141,13 +144,19 @@ Database::~Database() {
 Connection Database::Lock() { return Connection(*this); }
 
 absl::StatusOr<Statement> Connection::Prepare(absl::string_view sql) {
+  std::string text(sql);
+  if (auto cached = db_.statement_cache_.find(text); cached != db_.statement_cache_.end()) {
+    sqlite3_stmt* stmt = cached->second;
+    db_.statement_cache_.erase(cached);
+    return Statement(db_.db_, stmt, std::move(text), &db_.statement_cache_);
+  }
   sqlite3_stmt* stmt = nullptr;
   const char* tail = nullptr;
   int rc = sqlite3_prepare_v3(db_.db_, sql.data(), static_cast<int>(sql.size()), 0, &stmt, &tail);
   if (rc != SQLITE_OK) {
     return SqliteError(db_.db_, rc, "prepare", sql);
   }
-  Statement statement(db_.db_, stmt, std::string(sql));
+  Statement statement(db_.db_, stmt, std::move(text), &db_.statement_cache_);
   if (stmt == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("no SQL statement in '", sql, "'"));
   }

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -16,6 +17,7 @@
 #include "src/store/statement.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace abox::store {
 
@@ -67,6 +69,9 @@ class Database final {
   absl::Mutex mu_;
   sqlite3* const db_;
   const std::string path_;
+  // Compiled statements kept for reuse, by SQL text (guarded by mu_: statements live inside a
+  // Connection's scope). Parsing is a large part of a small query's cost.
+  std::unordered_map<std::string, sqlite3_stmt*> statement_cache_;
 };
 
 // Exclusive use of a Database's connection (holds its mutex). Not movable: keep it in one scope

@@ -395,3 +395,38 @@ TEST(DatabaseTest, ThreadsShareOneDatabaseSafely) {
 
 }  // namespace
 }  // namespace abox::store
+
+namespace abox::store {
+namespace {
+
+// Statements are cached by SQL text: a reused one starts over, with its bindings cleared, and
+// two live statements with the same text do not share state.
+TEST(DatabaseStatementCacheTest, ReusedStatementsStartFresh) {
+  testing::TempDir dir;
+  auto db = Database::Open(dir.file("cache.db"));
+  ASSERT_TRUE(db.ok()) << db.status();
+  Connection c = (*db)->Lock();
+  ASSERT_TRUE(c.Execute("CREATE TABLE t (v INTEGER); INSERT INTO t VALUES (1), (2), (3)").ok());
+  const char* kSql = "SELECT v FROM t WHERE v >= coalesce(?, 0) ORDER BY v";
+  {
+    auto first = c.Prepare(kSql);
+    ASSERT_TRUE(first.ok());
+    ASSERT_TRUE(first->BindInt64(1, 2).ok());
+    ASSERT_TRUE(*first->Step());
+    EXPECT_EQ(first->ColumnInt64(0), 2);
+    // The same text while the first is alive: a separate statement.
+    auto twin = c.Prepare(kSql);
+    ASSERT_TRUE(twin.ok());
+    ASSERT_TRUE(*twin->Step());
+    EXPECT_EQ(twin->ColumnInt64(0), 1);
+    ASSERT_TRUE(*first->Step());
+    EXPECT_EQ(first->ColumnInt64(0), 3);
+  }  // both go back: one cached, one finalized
+  auto again = c.Prepare(kSql);
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(*again->Step());  // no binding left over: NULL -> 0 -> all rows
+  EXPECT_EQ(again->ColumnInt64(0), 1);
+}
+
+}  // namespace
+}  // namespace abox::store

@@ -81,19 +81,35 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what, absl::stri
 Statement::Statement(Statement&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)),
       stmt_(std::exchange(other.stmt_, nullptr)),
-      sql_(std::move(other.sql_)) {}
+      sql_(std::move(other.sql_)),
+      cache_(std::exchange(other.cache_, nullptr)) {}
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
-    sqlite3_finalize(stmt_);
+    Release();
     db_ = std::exchange(other.db_, nullptr);
     stmt_ = std::exchange(other.stmt_, nullptr);
     sql_ = std::move(other.sql_);
+    cache_ = std::exchange(other.cache_, nullptr);
   }
   return *this;
 }
 
-Statement::~Statement() { sqlite3_finalize(stmt_); }
+Statement::~Statement() { Release(); }
+
+void Statement::Release() {
+  if (stmt_ == nullptr) {
+    return;
+  }
+  if (cache_ != nullptr && cache_->count(sql_) == 0) {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    cache_->emplace(sql_, stmt_);
+  } else {
+    sqlite3_finalize(stmt_);
+  }
+  stmt_ = nullptr;
+}
 
 absl::StatusOr<int> Statement::Index(Param param) const {
   if (param.name() == nullptr) {

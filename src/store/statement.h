@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -77,8 +78,11 @@ class Statement final {
 
  private:
   friend class Connection;
-  Statement(sqlite3* db, sqlite3_stmt* stmt, std::string sql)
-      : db_(db), stmt_(stmt), sql_(std::move(sql)) {}
+  using Cache = std::unordered_map<std::string, sqlite3_stmt*>;
+  Statement(sqlite3* db, sqlite3_stmt* stmt, std::string sql, Cache* cache)
+      : db_(db), stmt_(stmt), sql_(std::move(sql)), cache_(cache) {}
+  // Returns the compiled statement to the cache (reset, bindings cleared), or finalizes it.
+  void Release();
 
   // The parameter index for `param`, or kInvalidArgument.
   [[nodiscard]] absl::StatusOr<int> Index(Param param) const;
@@ -87,6 +91,7 @@ class Statement final {
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
   std::string sql_;
+  Cache* cache_ = nullptr;
 };
 
 // The Status for SQLite result code `rc` on `db` while doing `what` ("step", "prepare"...) for

@@ -10,14 +10,16 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/base/fenced_remove.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
-#include "src/vmm/unix_socket.h"
+#include "src/base/unix_socket.h"
 
 namespace abox::vmm {
 namespace {
@@ -85,9 +87,10 @@ absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd overlay,
                         OpenFile(RunDirPath(c.run_dir, kOverlayFile), O_RDWR));
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd rootfs, OpenFile(c.rootfs, O_RDONLY));
-  ABOX_ASSIGN_OR_RETURN(base::UniqueFd qmp, ListenUnixSocket(RunDirPath(c.run_dir, kQmpSocket)));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd qmp,
+                        base::ListenUnixSocket(RunDirPath(c.run_dir, kQmpSocket)));
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd agent,
-                        ListenUnixSocket(RunDirPath(c.run_dir, kAgentSocket)));
+                        base::ListenUnixSocket(RunDirPath(c.run_dir, kAgentSocket)));
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return base::ErrnoError("socketpair(console)");
@@ -136,10 +139,18 @@ absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
   return launched;
 }
 
-absl::Status RemoveRunDir(const std::string& run_dir) {
-  if (run_dir.empty() || run_dir[0] != '/' || run_dir == "/") {
-    return absl::InvalidArgumentError(absl::StrCat("refusing to remove run_dir \"", run_dir, "\""));
+absl::Status RemoveRunDir(const std::string& run_dir_arg) {
+  std::filesystem::path run_dir = std::filesystem::path(run_dir_arg).lexically_normal();
+  if (!run_dir.has_filename()) {  // "/a/run/" -> "/a/run"
+    run_dir = run_dir.parent_path();
   }
+  if (!run_dir.is_absolute() || run_dir == run_dir.root_path()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to remove run_dir \"", run_dir_arg, "\""));
+  }
+  // Deletes are fenced to the directory holding the run_dir (base::RemoveFileUnder): a run_dir
+  // that was swapped for a symlink deletes nothing where the link points.
+  const std::filesystem::path fence = run_dir.parent_path();
   static const std::set<std::string> kKnown = {kOverlayFile,
                                                kQmpSocket,
                                                kAgentSocket,
@@ -157,7 +168,7 @@ absl::Status RemoveRunDir(const std::string& run_dir) {
       if (errno == ENOENT) {
         return absl::OkStatus();
       }
-      return base::ErrnoError(absl::StrCat("opendir(", run_dir, ")"));
+      return base::ErrnoError(absl::StrCat("opendir(", run_dir.string(), ")"));
     }
     while (dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe): private DIR stream
       std::string name = e->d_name;
@@ -176,18 +187,37 @@ absl::Status RemoveRunDir(const std::string& run_dir) {
       unknown.push_back(name);
       continue;
     }
-    std::string path = absl::StrCat(run_dir, "/", name);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return base::ErrnoError(absl::StrCat("unlink(", path, ")"));
-    }
+    ABOX_RETURN_IF_ERROR(base::RemoveFileUnder(fence, run_dir / name));
   }
   if (!unknown.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("left ", run_dir, " in place: it holds files abox did not create (",
-                     absl::StrJoin(unknown, ", "), ")"));
+        absl::StrCat("left ", run_dir.string(), " in place: it holds files abox did not create (",
+                     absl::StrJoin(unknown, ", "), "); move them out and remove it by hand"));
   }
-  if (::rmdir(run_dir.c_str()) != 0 && errno != ENOENT) {
-    return base::ErrnoError(absl::StrCat("rmdir(", run_dir, ")"));
+  return base::RemoveEmptyDirUnder(fence, run_dir);
+}
+
+absl::Status MakeRunDir(const std::string& run_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(run_dir).parent_path(), ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("creating the parent of ", run_dir, ": ", ec.message()));
+  }
+  if (::mkdir(run_dir.c_str(), 0700) == 0) {
+    return absl::OkStatus();
+  }
+  if (errno != EEXIST) {
+    return base::ErrnoError(absl::StrCat("mkdir(", run_dir, ")"));
+  }
+  struct stat st {};
+  if (::lstat(run_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      !std::filesystem::is_empty(run_dir, ec) || ec) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("run_dir ", run_dir, " already exists and is not an empty directory"));
+  }
+  if (::chmod(run_dir.c_str(), 0700) != 0) {
+    return base::ErrnoError(absl::StrCat("chmod(", run_dir, ")"));
   }
   return absl::OkStatus();
 }

@@ -28,4 +28,7 @@ struct LaunchedQemu {
 // then the directory itself. Anything else in it makes this fail rather than delete it.
 [[nodiscard]] absl::Status RemoveRunDir(const std::string& run_dir);
 
+// Creates run_dir 0700 (and missing parents), or takes an existing empty directory.
+[[nodiscard]] absl::Status MakeRunDir(const std::string& run_dir);
+
 }  // namespace abox::vmm

@@ -74,32 +74,6 @@ absl::Status CheckReadable(const std::string& path, const char* what) {
   return absl::OkStatus();
 }
 
-// Creates run_dir 0700 (and missing parents), or takes an existing empty directory.
-absl::Status MakeRunDir(const std::string& run_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(run_dir).parent_path(), ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("creating the parent of ", run_dir, ": ", ec.message()));
-  }
-  if (::mkdir(run_dir.c_str(), 0700) == 0) {
-    return absl::OkStatus();
-  }
-  if (errno != EEXIST) {
-    return base::ErrnoError(absl::StrCat("mkdir(", run_dir, ")"));
-  }
-  struct stat st {};
-  if (::lstat(run_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
-      !std::filesystem::is_empty(run_dir, ec) || ec) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("run_dir ", run_dir, " already exists and is not an empty directory"));
-  }
-  if (::chmod(run_dir.c_str(), 0700) != 0) {
-    return base::ErrnoError(absl::StrCat("chmod(", run_dir, ")"));
-  }
-  return absl::OkStatus();
-}
-
 // Reads one line (the shim's readiness message) before `deadline`. EOF first: kUnavailable.
 absl::StatusOr<std::string> ReadReadyLine(int fd, Clock::time_point deadline) {
   ABOX_RETURN_IF_ERROR(base::SetNonBlocking(fd));

@@ -20,13 +20,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/base/io.h"
+#include "src/base/unix_socket.h"
 #include "src/image/initramfs.h"
 #include "src/image/paths.h"
 #include "src/vmm/bounded_log.h"
 #include "src/vmm/qemu_vm.h"
 #include "src/vmm/qemu_vmm.h"
 #include "src/vmm/shim_protocol.h"
-#include "src/vmm/unix_socket.h"
 
 namespace abox::vmm {
 namespace {
@@ -172,7 +172,7 @@ TEST_F(QemuVmmE2eTest, QmpAnswersAndTheVmHasNoNetwork) {
   EXPECT_THAT(qtree->get<std::string>(), Not(HasSubstr("net")));
   EXPECT_THAT(qtree->get<std::string>(), HasSubstr("org.abox.agent.0"));
   qmp = absl::UnavailableError("closed");  // QEMU serves one QMP client at a time
-  EXPECT_TRUE(ConnectUnixSocket((*vm)->agent_socket_path()).ok());
+  EXPECT_TRUE(base::ConnectUnixSocket((*vm)->agent_socket_path()).ok());
   if (::geteuid() == 0) {
     absl::StatusOr<std::string> proc =
         base::ReadFile(absl::StrCat("/proc/", (*vm)->pid(), "/status"));

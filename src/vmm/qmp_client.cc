@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
-#include "src/vmm/unix_socket.h"
+#include "src/base/unix_socket.h"
 
 namespace abox::vmm {
 namespace {
@@ -85,7 +85,7 @@ absl::Status ErrorReplyToStatus(const std::string& command, const json& error) {
 
 absl::StatusOr<QmpClient> QmpClient::Connect(const std::string& path,
                                              std::chrono::milliseconds timeout, Options options) {
-  ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, ConnectUnixSocket(path));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, base::ConnectUnixSocket(path));
   return Create(std::move(fd), timeout, options);
 }
 

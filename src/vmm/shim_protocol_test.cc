@@ -135,6 +135,17 @@ TEST_F(RunDirTest, LeavesUnknownFilesAlone) {
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/precious.txt"));
 }
 
+TEST_F(RunDirTest, DeletesNothingThroughARunDirSwappedForASymlink) {
+  Touch(kStateFile);
+  std::string link = dir_ + ".link";
+  std::filesystem::create_symlink(dir_, link);
+  absl::Status s = RemoveRunDir(link);
+  std::filesystem::remove(link);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("symbolic link"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/" + kStateFile));
+}
+
 TEST_F(RunDirTest, RefusesRelativeAndRootPaths) {
   EXPECT_EQ(RemoveRunDir("relative/dir").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RemoveRunDir("/").code(), absl::StatusCode::kInvalidArgument);

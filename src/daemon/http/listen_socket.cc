@@ -6,11 +6,9 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/numbers.h"
@@ -18,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
+#include "src/base/unix_socket.h"
 
 namespace abox::daemon::http {
 namespace {
@@ -49,26 +48,6 @@ absl::Status PrepareDirectory(const fs::path& dir) {
                      "; use a directory you own (the default is $XDG_RUNTIME_DIR/abox)"));
   }
   return absl::OkStatus();
-}
-
-// A sockaddr for `path`; long paths go through /proc/self/fd/<dir fd> (kept open in `dir`).
-absl::StatusOr<sockaddr_un> Address(const std::string& path, base::UniqueFd& dir) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::string target = path;
-  if (target.size() >= sizeof(addr.sun_path)) {
-    fs::path p(path);
-    dir.reset(::open(p.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) {
-      return base::ErrnoError(absl::StrCat("open(", p.parent_path().string(), ")"));
-    }
-    target = absl::StrCat("/proc/self/fd/", dir.get(), "/", p.filename().string());
-    if (target.size() >= sizeof(addr.sun_path)) {
-      return absl::InvalidArgumentError(absl::StrCat("socket file name too long: ", path));
-    }
-  }
-  std::memcpy(addr.sun_path, target.c_str(), target.size() + 1);
-  return addr;
 }
 
 // The pid recorded in a lock file, for messages ("" when unreadable).
@@ -108,7 +87,7 @@ absl::StatusOr<base::UniqueFd> TakeLock(const std::string& path) {
 }
 
 // Removes a stale socket at `path`; refuses when something still answers there.
-absl::Status ReplaceStaleSocket(const std::string& path, const sockaddr_un& addr) {
+absl::Status ReplaceStaleSocket(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) {
@@ -120,21 +99,17 @@ absl::Status ReplaceStaleSocket(const std::string& path, const sockaddr_un& addr
     return absl::FailedPreconditionError(
         absl::StrCat(path, " exists and is not a socket; remove it or choose another socket path"));
   }
-  base::UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!probe) {
-    return base::ErrnoError("socket(AF_UNIX)");
+  absl::StatusOr<base::UniqueFd> probe = base::ConnectUnixSocket(path);
+  if (absl::IsNotFound(probe.status())) {
+    return absl::OkStatus();  // gone since the lstat
   }
-  int r;
-  do {
-    r = ::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  } while (r != 0 && errno == EINTR);
-  if (r == 0 || errno == EAGAIN) {  // EAGAIN: alive, its backlog is full
+  if (probe.ok() || absl::IsResourceExhausted(probe.status())) {  // alive (maybe busy)
     return absl::AlreadyExistsError(
         absl::StrCat("another server is listening on ", path,
                      "; stop it (`abox daemon stop`) or give this daemon another socket path"));
   }
-  if (errno != ECONNREFUSED) {
-    return base::ErrnoError(absl::StrCat("connect(", path, ") to check for a live daemon"));
+  if (!absl::IsUnavailable(probe.status())) {
+    return base::Annotate(probe.status(), "checking for a live daemon");
   }
   // Nobody listens: the daemon that made it died. We hold the lock, so no peer races us here.
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
@@ -158,30 +133,14 @@ absl::StatusOr<UnixListenSocket> ListenUnix(const std::string& path, int backlog
   UnixListenSocket out;
   out.path = p.string();
   ABOX_ASSIGN_OR_RETURN(out.lock, TakeLock(out.path));
-  base::UniqueFd dir;
-  ABOX_ASSIGN_OR_RETURN(sockaddr_un addr, Address(out.path, dir));
-  ABOX_RETURN_IF_ERROR(ReplaceStaleSocket(out.path, addr));
-  out.fd.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!out.fd) {
-    return base::ErrnoError("socket(AF_UNIX)");
-  }
-  if (::bind(out.fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return base::ErrnoError(absl::StrCat("bind(", out.path, ")"));
-  }
-  // Owner only. fchmod on a socket fd does not reach the file, and changing the umask would
-  // race other threads; the directory is ours, so the moment before this is not exposed.
-  if (::chmod(addr.sun_path, 0600) != 0) {
-    return base::ErrnoError(absl::StrCat("chmod(", out.path, ")"));
-  }
+  ABOX_RETURN_IF_ERROR(ReplaceStaleSocket(out.path));
+  ABOX_ASSIGN_OR_RETURN(out.fd, base::ListenUnixSocket(out.path, backlog));
   struct stat st {};
   if (::lstat(out.path.c_str(), &st) != 0) {
     return base::ErrnoError(absl::StrCat("lstat(", out.path, ")"));
   }
   out.dev = st.st_dev;
   out.ino = st.st_ino;
-  if (::listen(out.fd.get(), backlog) != 0) {
-    return base::ErrnoError(absl::StrCat("listen(", out.path, ")"));
-  }
   return out;
 }
 

@@ -8,7 +8,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
-#include "src/vmm/unix_socket.h"
+#include "src/base/unix_socket.h"
 
 namespace abox::vmm::testing {
 
@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<FakeQmpServer>> FakeQmpServer::Start(
 
 absl::StatusOr<std::unique_ptr<FakeQmpServer>> FakeQmpServer::Listen(
     const std::string& path, std::vector<std::string> greeting, Handler handler) {
-  ABOX_ASSIGN_OR_RETURN(base::UniqueFd listener, ListenUnixSocket(path));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd listener, base::ListenUnixSocket(path));
   std::unique_ptr<FakeQmpServer> server(new FakeQmpServer(std::move(greeting), std::move(handler)));
   ABOX_RETURN_IF_ERROR(server->StartThread(std::move(listener), /*listening=*/true));
   return server;

@@ -1,0 +1,63 @@
+// The environment of one daemon_bench run: a private $ABOX_HOME and the aboxd serving it, plus
+// the small process and HTTP helpers the bench needs around them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/base/child_process.h"
+#include "src/daemon/http/testing/http_test_client.h"
+
+namespace abox::bench {
+
+// A private $ABOX_HOME under /tmp: images/ is a link to the images of another home, the KVM
+// verdict is copied from it (so that nothing probes again), and aboxd's socket and log live
+// inside. Destroying it kills every process whose command line still names the home (VMs a
+// crash left behind) and removes it. Not thread-safe.
+class BenchHome final {
+ public:
+  static absl::StatusOr<std::unique_ptr<BenchHome>> Create(const std::string& source_home);
+  ~BenchHome();
+  BenchHome(const BenchHome&) = delete;
+  BenchHome& operator=(const BenchHome&) = delete;
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] std::string socket() const { return path_ + "/run/aboxd.sock"; }
+  [[nodiscard]] std::string log() const { return path_ + "/aboxd.log"; }
+  // Prints the end of aboxd's log to stderr (the log goes away with the home).
+  void PrintLogTail() const;
+
+ private:
+  explicit BenchHome(std::string path) : path_(std::move(path)) {}
+
+  std::string path_;
+};
+
+// Starts aboxd on the home's socket with this process's environment (which must point
+// ABOX_HOME at the home) and waits until it answers GET /v1/health.
+absl::StatusOr<base::ChildProcess> StartAboxd(const std::string& bin, const BenchHome& home);
+
+// A keep-alive connection to the home's aboxd; nullptr (said on stderr unless `quiet`) when
+// it cannot connect.
+std::unique_ptr<daemon::http::httptest::HttpTestClient> Connect(const BenchHome& home,
+                                                                bool quiet = false);
+
+// One request on a fresh connection; status 0 when the daemon did not answer.
+daemon::http::httptest::Response Call(const BenchHome& home, const std::string& method,
+                                      const std::string& target, const std::string& body = "",
+                                      bool quiet = false);
+
+// Processes (other than this one) whose command line contains `needle`.
+std::vector<pid_t> ProcessesMatching(const std::string& needle);
+
+// utime + stime of a process so far, in microseconds (clock-tick resolution).
+double CpuMicros(pid_t pid);
+
+// The directory of this executable (where the build puts aboxd and abox too).
+std::string SelfDir();
+
+}  // namespace abox::bench

@@ -1,0 +1,34 @@
+// What the request handlers work with. One instance per daemon; everything outlives the server.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "src/daemon/event_bus.h"
+#include "src/daemon/http/router.h"
+#include "src/daemon/ledger.h"
+#include "src/daemon/sandbox_manager.h"
+#include "src/daemon/timer_queue.h"
+
+namespace abox::daemon {
+
+struct Services {
+  SandboxManager* manager = nullptr;
+  EventBus* events = nullptr;
+  Ledger* ledger = nullptr;
+  TimerQueue* timers = nullptr;
+  absl::Time started = absl::Now();
+  std::string openapi_yaml;  // served at GET /v1/openapi.yaml
+};
+
+// Every route of the API (docs/openapi.yaml describes the same set; a test checks it).
+[[nodiscard]] absl::Status RegisterRoutes(http::Router& router, Services& services);
+
+// One function per resource, each in its own file.
+[[nodiscard]] absl::Status AddSandboxRoutes(http::Router& router, Services& services);
+[[nodiscard]] absl::Status AddExecRoutes(http::Router& router, Services& services);
+[[nodiscard]] absl::Status AddEventRoutes(http::Router& router, Services& services);
+[[nodiscard]] absl::Status AddSystemRoutes(http::Router& router, Services& services);
+
+}  // namespace abox::daemon

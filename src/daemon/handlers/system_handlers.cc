@@ -1,0 +1,50 @@
+// /v1/health, /v1/version, /v1/openapi.yaml.
+#include <unistd.h>
+
+#include "src/base/status_macros.h"
+#include "src/base/version.h"
+#include "src/daemon/handlers/query.h"
+#include "src/daemon/handlers/services.h"
+#include "src/daemon/http/openapi_route.h"
+#include "src/proto/frame.h"
+
+namespace abox::daemon {
+
+absl::Status AddSystemRoutes(http::Router& router, Services& services) {
+  Services* s = &services;
+  ABOX_RETURN_IF_ERROR(
+      router.Add("GET", "/v1/health", [s](http::Request& req, http::Responder& res) {
+        if (absl::Status q = CheckQuery(req, {}); !q.ok()) {
+          return res.Error(q);
+        }
+        nlohmann::json body = {
+            {"status", "ok"},
+            {"pid", ::getpid()},
+            {"uptime_seconds", absl::ToDoubleSeconds(absl::Now() - s->started)},
+            {"sandboxes", s->manager->RunningCount()},
+            {"ledger", s->ledger->Usage().ToJson()},
+        };
+        if (std::string accel = s->manager->LastAccel(); !accel.empty()) {
+          body["accel"] = accel;
+        }
+        res.Json(200, body);
+      }));
+  ABOX_RETURN_IF_ERROR(
+      router.Add("GET", "/v1/version", [](http::Request& req, http::Responder& res) {
+        if (absl::Status q = CheckQuery(req, {}); !q.ok()) {
+          return res.Error(q);
+        }
+        res.Json(200, {{"version", kVersion}, {"api", "v1"}, {"protocol", proto::kProtocolVersion}});
+      }));
+  return http::AddOpenApiRoute(router, services.openapi_yaml);
+}
+
+absl::Status RegisterRoutes(http::Router& router, Services& services) {
+  ABOX_RETURN_IF_ERROR(AddSystemRoutes(router, services));
+  ABOX_RETURN_IF_ERROR(AddSandboxRoutes(router, services));
+  ABOX_RETURN_IF_ERROR(AddExecRoutes(router, services));
+  ABOX_RETURN_IF_ERROR(AddEventRoutes(router, services));
+  return absl::OkStatus();
+}
+
+}  // namespace abox::daemon

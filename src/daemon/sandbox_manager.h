@@ -1,0 +1,144 @@
+// aboxd's sandboxes: creates and boots them, runs their commands, stops and removes them, keeps
+// the SQLite state true, re-attaches after a restart, and stops the ones whose TTL or idle
+// timeout passed. Request handlers are thin layers over this class.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "src/api/resource_json.h"
+#include "src/daemon/event_bus.h"
+#include "src/daemon/ledger.h"
+#include "src/daemon/live_exec.h"
+#include "src/daemon/timer_queue.h"
+#include "src/image/image_store.h"
+#include "src/runtime/sandbox.h"
+#include "src/store/exec_repo.h"
+#include "src/store/sandbox_repo.h"
+#include "src/vmm/vmm.h"
+
+namespace abox::daemon {
+
+struct ManagerOptions {
+  absl::Duration boot_timeout = absl::Seconds(90);
+  // How long a re-attached guest agent may take to answer again.
+  absl::Duration attach_timeout = absl::Seconds(15);
+  // How often TTL and idle timeouts are checked.
+  absl::Duration reap_interval = absl::Seconds(1);
+  // Tests with a fake VMM: boot these files for every image instead of $ABOX_HOME/images.
+  std::optional<image::ImageFiles> image_files;
+};
+
+// The pieces the manager works with; all must outlive it.
+struct ManagerDeps {
+  vmm::Vmm* vmm;
+  store::SandboxRepo* sandboxes;
+  store::ExecRepo* execs;
+  EventBus* events;
+  Ledger* ledger;
+  TimerQueue* timers;
+};
+
+// A sandbox as the API shows it: the stored record plus live facts.
+struct SandboxView {
+  store::SandboxRecord record;
+  api::SandboxLive live;
+};
+
+// An exec as found by id: its stored record and, while it runs, the live object.
+struct ExecHandle {
+  store::ExecRecord record;
+  std::shared_ptr<LiveExec> live;  // null once it ended (or after a restart)
+};
+
+// Thread-safe. Blocking methods (Create, Stop, Remove, Recover) must not run on an I/O thread.
+class SandboxManager final {
+ public:
+  SandboxManager(ManagerDeps deps, ManagerOptions options);
+  SandboxManager(const SandboxManager&) = delete;
+  SandboxManager& operator=(const SandboxManager&) = delete;
+  // Detaches from every running sandbox (see DetachAll).
+  ~SandboxManager();
+
+  // After a daemon start, before serving: execs left running become interrupted, running
+  // sandboxes are re-attached (or marked failed with the reason when their VM died), booting
+  // and stopping ones are finished off. Then starts the TTL / idle reaper.
+  [[nodiscard]] absl::Status Recover();
+
+  // Reserves capacity, records the sandbox as creating, calls `accepted` with that record, then
+  // boots it and returns it ready. A boot failure leaves it listed as failed and is returned.
+  [[nodiscard]] absl::StatusOr<SandboxView> Create(
+      const api::SandboxCreate& request,
+      const std::function<void(const SandboxView&)>& accepted = nullptr);
+
+  // `ref`: id, name or unique id prefix.
+  [[nodiscard]] absl::StatusOr<SandboxView> Get(absl::string_view ref);
+  [[nodiscard]] absl::StatusOr<std::vector<SandboxView>> List(const store::SandboxFilter& filter);
+
+  // Stops the VM (running execs end as interrupted), releases its capacity; the record, exec
+  // history and console log stay until Remove. A stopped or failed sandbox is returned as is.
+  [[nodiscard]] absl::StatusOr<SandboxView> Stop(absl::string_view ref);
+  // Removes the sandbox, its files and its history. A running one needs `force`.
+  [[nodiscard]] absl::Status Remove(absl::string_view ref, bool force);
+
+  // The newest `max_bytes` of the console log (running sandboxes: the live log; others: the
+  // copy kept when they failed, if any).
+  [[nodiscard]] absl::StatusOr<std::string> ConsoleLog(absl::string_view ref, size_t max_bytes);
+
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<LiveExec>> StartExec(absl::string_view ref,
+                                                                    const api::ExecCreate& request);
+  [[nodiscard]] absl::StatusOr<ExecHandle> FindExec(absl::string_view ref,
+                                                    absl::string_view exec_id);
+  // An exec's record with its kept output (by exact exec id).
+  [[nodiscard]] absl::StatusOr<store::ExecWithOutput> ExecOutput(absl::string_view exec_id);
+  [[nodiscard]] absl::StatusOr<std::vector<store::ExecRecord>> ListExecs(absl::string_view ref,
+                                                                         int limit);
+
+  // Sandboxes running now, and the accelerator the last boot got ("" before any).
+  [[nodiscard]] int RunningCount();
+  [[nodiscard]] std::string LastAccel();
+
+  // Daemon shutdown: running execs end as interrupted, every VM is left running (detached) for
+  // the next aboxd to re-attach. Stops the reaper. Idempotent.
+  void DetachAll();
+
+  // Runs one TTL / idle check now (tests; the reaper calls it every reap_interval).
+  void ReapExpired();
+
+ private:
+  struct Entry {
+    std::string id;
+    std::mutex mu;  // guards the fields below
+    std::unique_ptr<runtime::Sandbox> sandbox;  // null while booting
+    std::map<std::string, std::shared_ptr<LiveExec>> execs;
+    bool stopping = false;
+  };
+
+  std::shared_ptr<Entry> FindEntry(const std::string& id);
+  api::SandboxLive LiveOf(const std::string& id);
+  // Ends every exec with `reason`, tears the VM down, releases capacity and forgets the entry.
+  // `detach` leaves the VM running instead.
+  absl::Status TearDown(const std::shared_ptr<Entry>& entry, const std::string& reason,
+                        bool detach);
+  void OnAgentFailure(const std::string& id, const absl::Status& status);
+  void ScheduleReaper();
+  std::function<void(const absl::Status&)> FailureCallback(const std::string& id);
+
+  ManagerDeps deps_;
+  ManagerOptions options_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Entry>> live_;
+  std::string last_accel_;
+  bool detached_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace abox::daemon

@@ -1,0 +1,675 @@
+#include "tests/testing/fake_vmm.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "src/base/io.h"
+#include "src/base/status_macros.h"
+#include "src/base/unique_fd.h"
+#include "src/base/unix_socket.h"
+#include "src/guest/agent.h"
+#include "src/guest/channel.h"
+#include "src/vmm/qemu_launch.h"
+#include "src/vmm/qemu_vmm.h"
+#include "src/vmm/shim_protocol.h"
+
+namespace abox::testing {
+
+struct FakeVmm::Counters {
+  std::mutex mu;
+  FakeVmmCalls calls;  // guarded by mu
+
+  void Count(int FakeVmmCalls::*field) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++(calls.*field);
+  }
+};
+
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr char kKillAllReason[] = "killed by FakeVmm::KillAll";
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One spelling per directory, so "/a/b/" and "/a/b" name the same VM.
+std::string NormalizeRunDir(const std::string& run_dir) {
+  std::string s = std::filesystem::path(run_dir).lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') {
+    s.pop_back();
+  }
+  return s;
+}
+
+// vmm::ValidateVmSpec without its image checks: the real validator (same rules, same messages)
+// on a copy whose absolute or empty image paths name a file that exists (this test binary).
+// A relative path stays and is rejected as QemuVmm rejects it.
+absl::Status ValidateExceptImageFiles(const vmm::VmSpec& spec) {
+  vmm::VmSpec copy = spec;
+  for (std::string* path : {&copy.kernel, &copy.initrd, &copy.rootfs}) {
+    if (path->empty() || (*path)[0] == '/') {
+      *path = "/proc/self/exe";
+    }
+  }
+  return vmm::ValidateVmSpec(copy);
+}
+
+std::string OutcomeName(guest::Agent::Outcome outcome) {
+  switch (outcome) {
+    case guest::Agent::Outcome::kPeerClosed:
+      return "the host closed the channel";
+    case guest::Agent::Outcome::kViolation:
+      return "protocol violation";
+    case guest::Agent::Outcome::kShutdown:
+      return "shutdown requested by the host";
+    case guest::Agent::Outcome::kTerminated:
+      return "terminated";
+  }
+  return "unknown outcome";
+}
+
+}  // namespace
+
+// One fake VM: a thread that serves the agent socket, and the state every Vm handle of it
+// shares. Thread-safe.
+class FakeVmInstance final {
+ public:
+  struct Params {
+    std::string id;
+    std::string run_dir;
+    bool tie_to_caller = true;
+    vmm::Accel accel = vmm::Accel::kTcg;
+    std::string accel_note;
+    milliseconds boot_delay{0};
+    uint64_t console_limit = 1 << 20;
+  };
+
+  // A VM that is not running and has no thread (Attach found only its run_dir).
+  FakeVmInstance(Params params, std::string exit_reason)
+      : p_(std::move(params)), running_(false), exit_reason_(std::move(exit_reason)) {}
+  // A VM about to boot; Start() runs it.
+  explicit FakeVmInstance(Params params) : p_(std::move(params)), running_(true) {}
+  FakeVmInstance(const FakeVmInstance&) = delete;
+  FakeVmInstance& operator=(const FakeVmInstance&) = delete;
+  ~FakeVmInstance() { End("the fake VM was destroyed"); }
+
+  [[nodiscard]] const Params& params() const { return p_; }
+
+  // Writes `boot_line` to the console and starts the VM thread, which owns `listen`.
+  void Start(base::UniqueFd listen, base::Pipe stop, base::UniqueFd console,
+             const std::string& boot_line) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = std::move(stop);
+      console_ = std::move(console);
+    }
+    Console(boot_line);
+    std::lock_guard<std::mutex> lock(join_mu_);
+    thread_ =
+        std::thread([this, listen = std::move(listen)]() mutable { Serve(std::move(listen)); });
+  }
+
+  // Ends the VM with `reason` unless it has ended already, and waits for its thread. The
+  // agent's commands are killed and reaped by then.
+  void End(const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (running_ && end_reason_.empty() && stop_.write) {
+        end_reason_ = reason;
+        // The stop pipe reads like the agent's signalfd: one SIGHUP record ends Agent::Run
+        // as SIGHUP ends abox-guest (Outcome::kTerminated), without a real signal in a test
+        // process whose daemon may handle SIGHUP itself. Unread, it also ends the accept wait.
+        signalfd_siginfo record{};
+        record.ssi_signo = SIGHUP;
+        (void)base::WriteAll(
+            stop_.write.get(),
+            std::string_view(reinterpret_cast<const char*>(&record), sizeof(record)));
+      }
+    }
+    std::lock_guard<std::mutex> join_lock(join_mu_);
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.read.reset();
+    stop_.write.reset();
+    console_.reset();
+  }
+
+  bool running() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return running_;
+  }
+  std::string exit_reason() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exit_reason_;
+  }
+  // Waits up to `timeout` for the VM to end; false if it is still running.
+  bool WaitExit(milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return !running_; });
+  }
+
+  // Whether a Vm handle owns the VM; TryAttach claims it if none does.
+  bool TryAttach() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !std::exchange(attached_, true);
+  }
+  void set_attached(bool attached) {
+    std::lock_guard<std::mutex> lock(mu_);
+    attached_ = attached;
+  }
+  // True for the first caller only: that one removes the run_dir.
+  bool ClaimCleanup() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !std::exchange(cleaned_up_, true);
+  }
+
+  [[nodiscard]] vmm::VmState InitialState() const {
+    vmm::VmState state;
+    state.id = p_.id;
+    state.phase = vmm::VmPhase::kRunning;
+    state.shim_pid = 0;           // no shim
+    state.qemu_pid = ::getpid();  // the "VMM" is the test process (never signal it)
+    state.accel = p_.accel;
+    state.accel_note = p_.accel_note;
+    state.tie_to_caller = p_.tie_to_caller;
+    state.privileges = "unchanged (fake VMM)";
+    state.started_at_ms = started_at_ms_;
+    return state;
+  }
+
+  FakeVmInfo Info() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return FakeVmInfo{.id = p_.id,
+                      .run_dir = p_.run_dir,
+                      .running = running_,
+                      .attached = attached_,
+                      .tie_to_caller = p_.tie_to_caller,
+                      .connections = connections_};
+  }
+
+  // Appends a line to console.log, within the spec's limit (beyond it lines are dropped).
+  void Console(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!console_ || console_bytes_ + line.size() + 1 > p_.console_limit) {
+      return;
+    }
+    console_bytes_ += line.size() + 1;
+    (void)base::WriteAll(console_.get(), absl::StrCat(line, "\n"));
+  }
+
+ private:
+  // The VM thread: boot, then one Agent per host connection until the VM ends.
+  void Serve(base::UniqueFd listen) {
+    std::string natural_end = ServeUntilEnd(listen.get());
+    listen.reset();  // Connections are refused from now on, as by a dead QEMU.
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // An empty natural end means End() asked, and end_reason_ says why.
+      reason = natural_end.empty() ? end_reason_ : natural_end;
+    }
+    Console(absl::StrCat("fake VM ", p_.id, " exited: ", reason));
+    vmm::VmState state = InitialState();
+    state.phase = vmm::VmPhase::kExited;
+    state.exit_reason = reason;
+    state.exited_at_ms = NowUnixMs();
+    (void)vmm::WriteVmState(p_.run_dir, state);
+    std::lock_guard<std::mutex> lock(mu_);
+    exit_reason_ = reason;
+    running_ = false;
+    cv_.notify_all();
+  }
+
+  // Returns why the VM ended by itself, or "" when End() stopped it.
+  std::string ServeUntilEnd(int listen) {
+    int stop = stop_.read.get();
+    if (p_.boot_delay.count() > 0) {
+      pollfd p{stop, POLLIN, 0};
+      int r;
+      do {
+        r = ::poll(&p, 1, static_cast<int>(p_.boot_delay.count()));
+      } while (r < 0 && errno == EINTR);
+      if (r != 0) {
+        return r < 0 ? base::ErrnoError("poll(stop pipe)").ToString() : "";
+      }
+    }
+    Console("abox-guest: waiting for the host on the agent socket");
+    for (;;) {
+      pollfd fds[2] = {{stop, POLLIN, 0}, {listen, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        return absl::StrCat("fake VM failed: ", base::ErrnoError("poll").message());
+      }
+      if (fds[0].revents != 0) {
+        return "";
+      }
+      base::UniqueFd conn(::accept4(listen, nullptr, nullptr, SOCK_CLOEXEC));
+      if (!conn) {
+        if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) {
+          continue;
+        }
+        return absl::StrCat("fake VM failed: ", base::ErrnoError("accept4").message());
+      }
+      int n;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        n = ++connections_;
+      }
+      Console(absl::StrCat("abox-guest: host connected (connection ", n, ")"));
+      absl::StatusOr<guest::Channel> channel =
+          guest::Channel::Adopt(std::move(conn), guest::ChannelKind::kStream);
+      if (!channel.ok()) {
+        return absl::StrCat("abox-guest failed: ", channel.status().message());
+      }
+      absl::StatusOr<guest::Agent::Outcome> outcome;
+      {
+        // The stop pipe doubles as the agent's signal_fd (see End()). The Agent's destructor
+        // kills and reaps the commands of this connection.
+        guest::Agent agent(*std::move(channel),
+                           {.pid1 = false, .signal_fd = stop, .switch_user = false});
+        outcome = agent.Run();
+      }
+      if (!outcome.ok()) {
+        return absl::StrCat("abox-guest failed: ", outcome.status().message());
+      }
+      Console(absl::StrCat("abox-guest: session ended: ", OutcomeName(*outcome)));
+      switch (*outcome) {
+        case guest::Agent::Outcome::kShutdown:
+          return "guest powered off";
+        case guest::Agent::Outcome::kTerminated:
+          return "";
+        case guest::Agent::Outcome::kPeerClosed:
+        case guest::Agent::Outcome::kViolation:
+          break;  // The guest keeps serving: the host may reconnect.
+      }
+    }
+  }
+
+ private:
+  const Params p_;
+  const int64_t started_at_ms_ = NowUnixMs();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool running_;                // guarded by mu_
+  std::string exit_reason_;     // guarded by mu_
+  std::string end_reason_;      // guarded by mu_; set by End()
+  bool attached_ = false;       // guarded by mu_
+  bool cleaned_up_ = false;     // guarded by mu_
+  int connections_ = 0;         // guarded by mu_
+  base::UniqueFd console_;      // guarded by mu_
+  uint64_t console_bytes_ = 0;  // guarded by mu_
+  base::Pipe stop_;             // set before the thread starts, closed by End() after the join
+  std::mutex join_mu_;
+  std::thread thread_;  // guarded by join_mu_
+};
+
+namespace {
+
+// Every fake VM of the process, by run_dir. Never destroyed: VM threads may still run at exit.
+class Registry final {
+ public:
+  static Registry& Get() {
+    static auto* registry = new Registry;
+    return *registry;
+  }
+
+  absl::Status Add(std::shared_ptr<FakeVmInstance> vm) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string& key = vm->params().run_dir;
+    if (!vms_.emplace(key, std::move(vm)).second) {
+      return absl::AlreadyExistsError(absl::StrCat("a fake VM already runs in ", key));
+    }
+    return absl::OkStatus();
+  }
+
+  // By run_dir (starts with '/') or id; nullptr if none. kFailedPrecondition if the id is
+  // ambiguous.
+  absl::StatusOr<std::shared_ptr<FakeVmInstance>> Find(const std::string& run_dir_or_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!run_dir_or_id.empty() && run_dir_or_id[0] == '/') {
+      auto it = vms_.find(NormalizeRunDir(run_dir_or_id));
+      return it == vms_.end() ? nullptr : it->second;
+    }
+    std::shared_ptr<FakeVmInstance> found;
+    for (const auto& [run_dir, vm] : vms_) {
+      if (vm->params().id == run_dir_or_id) {
+        if (found) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("several fake VMs have the id ", run_dir_or_id, "; name the run_dir"));
+        }
+        found = vm;
+      }
+    }
+    return found;
+  }
+
+  void Remove(const FakeVmInstance* vm) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vms_.find(vm->params().run_dir);
+    if (it != vms_.end() && it->second.get() == vm) {
+      vms_.erase(it);
+    }
+  }
+
+  std::vector<std::shared_ptr<FakeVmInstance>> All() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::shared_ptr<FakeVmInstance>> all;
+    for (const auto& [run_dir, vm] : vms_) {
+      all.push_back(vm);
+    }
+    return all;
+  }
+
+  std::vector<std::shared_ptr<FakeVmInstance>> TakeAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::shared_ptr<FakeVmInstance>> all;
+    for (auto& [run_dir, vm] : vms_) {
+      all.push_back(std::move(vm));
+    }
+    vms_.clear();
+    return all;
+  }
+
+ private:
+  Registry() = default;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<FakeVmInstance>> vms_;  // guarded by mu_
+};
+
+}  // namespace
+
+// The Vm handle: one owner's view of a FakeVmInstance, with the QemuVm semantics for
+// finished / detached handles. Not thread-safe (the contract).
+class FakeVm final : public vmm::Vm {
+ public:
+  FakeVm(std::shared_ptr<FakeVmInstance> vm, std::shared_ptr<FakeVmm::Counters> counters)
+      : vm_(std::move(vm)), counters_(std::move(counters)) {}
+  ~FakeVm() override {
+    if (!finished_ && !detached_) {
+      (void)End("SIGKILL");
+    }
+  }
+
+  [[nodiscard]] const std::string& id() const override { return vm_->params().id; }
+  [[nodiscard]] pid_t pid() const override { return ::getpid(); }
+  [[nodiscard]] const std::string& run_dir() const override { return vm_->params().run_dir; }
+  [[nodiscard]] std::string agent_socket_path() const override {
+    return vmm::RunDirPath(run_dir(), vmm::kAgentSocket);
+  }
+  [[nodiscard]] std::string console_log_path() const override {
+    return vmm::RunDirPath(run_dir(), vmm::kConsoleLog);
+  }
+  [[nodiscard]] vmm::Accel accel() const override { return vm_->params().accel; }
+  [[nodiscard]] const std::string& accel_note() const override { return vm_->params().accel_note; }
+
+  [[nodiscard]] bool IsRunning() override { return !finished_ && !detached_ && vm_->running(); }
+  absl::Status WaitExit(milliseconds timeout) override {
+    if (!IsRunning() || vm_->WaitExit(timeout)) {
+      return absl::OkStatus();
+    }
+    return absl::DeadlineExceededError(
+        absl::StrCat("VM ", id(), " still running after ", timeout.count(), " ms"));
+  }
+  [[nodiscard]] std::string exit_reason() override {
+    if (IsRunning()) {
+      return "";
+    }
+    if (!stopped_by_.empty()) {
+      return absl::StrCat("stopped by the host (", stopped_by_, ")");
+    }
+    return vm_->exit_reason();
+  }
+
+  absl::Status Stop(milliseconds grace) override {
+    counters_->Count(&FakeVmmCalls::stop);
+    if (finished_ || detached_) {
+      return absl::OkStatus();
+    }
+    if (IsRunning() && !WaitExit(grace).ok()) {
+      return End("quit");
+    }
+    return End("");
+  }
+  absl::Status Kill() override {
+    counters_->Count(&FakeVmmCalls::kill);
+    if (finished_ || detached_) {
+      return absl::OkStatus();
+    }
+    return End(IsRunning() ? "SIGKILL" : "");
+  }
+  absl::Status Detach() override {
+    counters_->Count(&FakeVmmCalls::detach);
+    if (vm_->params().tie_to_caller) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("VM ", id(), " is tied to this process (tie_to_caller) and cannot detach"));
+    }
+    if (!finished_ && !detached_) {
+      vm_->set_attached(false);
+    }
+    detached_ = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  // Ends the VM (`stopped_by`: how the host ended it, "" if it had ended by itself), drops it
+  // from the registry and removes its run_dir.
+  absl::Status End(const std::string& stopped_by) {
+    stopped_by_ = stopped_by;
+    if (!stopped_by.empty()) {
+      vm_->End(absl::StrCat("stopped by the host (", stopped_by, ")"));
+    }
+    vm_->End("");  // joins the thread of a VM that ended by itself
+    Registry::Get().Remove(vm_.get());
+    finished_ = true;
+    if (!vm_->ClaimCleanup()) {
+      return absl::OkStatus();  // KillAll removed it already
+    }
+    return vmm::RemoveRunDir(run_dir());
+  }
+
+  std::shared_ptr<FakeVmInstance> vm_;
+  std::shared_ptr<FakeVmm::Counters> counters_;
+  bool finished_ = false;
+  bool detached_ = false;
+  std::string stopped_by_;
+};
+
+FakeVmm::FakeVmm(FakeVmmOptions options)
+    : check_image_files_(options.check_image_files), counters_(std::make_shared<Counters>()) {
+  knobs_.boot_delay = options.boot_delay;
+  knobs_.start_latency = options.start_latency;
+  knobs_.accel_note = std::move(options.accel_note);
+}
+
+FakeVmm::~FakeVmm() = default;
+
+absl::StatusOr<std::unique_ptr<vmm::Vm>> FakeVmm::StartVm(const vmm::VmSpec& spec) {
+  counters_->Count(&FakeVmmCalls::start_vm);
+  Knobs knobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    knobs.boot_delay = knobs_.boot_delay;
+    knobs.start_latency = knobs_.start_latency;
+    knobs.accel_note = knobs_.accel_note;
+  }
+  if (knobs.start_latency.count() > 0) {
+    std::this_thread::sleep_for(knobs.start_latency);
+  }
+  ABOX_RETURN_IF_ERROR(check_image_files_ ? vmm::ValidateVmSpec(spec)
+                                          : ValidateExceptImageFiles(spec));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!knobs_.start_failures.empty()) {
+      absl::Status failure = std::move(knobs_.start_failures.front());
+      knobs_.start_failures.pop_front();
+      return failure;
+    }
+  }
+
+  FakeVmInstance::Params params;
+  params.id = spec.id;
+  params.run_dir = NormalizeRunDir(spec.run_dir);
+  params.tie_to_caller = spec.tie_to_caller;
+  params.accel = spec.accel == vmm::Accel::kKvm ? vmm::Accel::kKvm : vmm::Accel::kTcg;
+  params.accel_note = knobs.accel_note;
+  params.boot_delay = knobs.boot_delay;
+  params.console_limit = spec.console_log_limit_bytes;
+  const std::string& run_dir = params.run_dir;
+
+  ABOX_RETURN_IF_ERROR(vmm::MakeRunDir(run_dir));
+  absl::Cleanup undo = [&] { (void)vmm::RemoveRunDir(run_dir); };
+  std::string console_path = vmm::RunDirPath(run_dir, vmm::kConsoleLog);
+  base::UniqueFd console(
+      ::open(console_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (!console) {
+    return base::ErrnoError(absl::StrCat("open(", console_path, ")"));
+  }
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd listen,
+                        base::ListenUnixSocket(vmm::RunDirPath(run_dir, vmm::kAgentSocket)));
+  ABOX_ASSIGN_OR_RETURN(base::Pipe stop, base::MakePipe(O_NONBLOCK));
+
+  auto vm = std::make_shared<FakeVmInstance>(params);
+  ABOX_RETURN_IF_ERROR(vmm::WriteVmState(run_dir, vm->InitialState()));
+  vm->set_attached(true);
+  ABOX_RETURN_IF_ERROR(Registry::Get().Add(vm));
+  vm->Start(std::move(listen), std::move(stop), std::move(console),
+            absl::StrCat("fake VM ", spec.id, ": booting (accel ", vmm::AccelName(params.accel),
+                         ", cpus ", spec.cpus, ", memory ", spec.memory_mib, " MiB)"));
+  std::move(undo).Cancel();
+  return std::make_unique<FakeVm>(std::move(vm), counters_);
+}
+
+absl::StatusOr<std::unique_ptr<vmm::Vm>> FakeVmm::Attach(const std::string& run_dir) {
+  counters_->Count(&FakeVmmCalls::attach);
+  std::string key = NormalizeRunDir(run_dir);
+  absl::StatusOr<vmm::VmState> state = vmm::ReadVmState(key);
+  if (!state.ok()) {
+    return base::Annotate(state.status(), absl::StrCat("no VM to attach in ", run_dir));
+  }
+  if (state->tie_to_caller) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the VM in ", run_dir, " is tied to the process that started it and cannot be attached"));
+  }
+  ABOX_ASSIGN_OR_RETURN(std::shared_ptr<FakeVmInstance> vm, Registry::Get().Find(key));
+  if (vm) {
+    if (!vm->TryAttach()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("fake VM ", vm->params().id, " in ", key,
+                       " is still owned by a Vm that was not detached"));
+    }
+    return std::make_unique<FakeVm>(std::move(vm), counters_);
+  }
+  // No fake VM serves this run_dir in this process: a VM that died while nobody watched.
+  FakeVmInstance::Params params;
+  params.id = state->id;
+  params.run_dir = key;
+  params.tie_to_caller = false;
+  params.accel = state->accel;
+  params.accel_note = state->accel_note;
+  std::string reason = state->phase == vmm::VmPhase::kExited && !state->exit_reason.empty()
+                           ? state->exit_reason
+                           : "the VM is gone (no fake VM serves this run_dir in this process)";
+  return std::make_unique<FakeVm>(
+      std::make_shared<FakeVmInstance>(std::move(params), std::move(reason)), counters_);
+}
+
+void FakeVmm::FailStartVm(const absl::Status& status, int times) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int i = 0; i < times; ++i) {
+    knobs_.start_failures.push_back(status);
+  }
+}
+
+void FakeVmm::set_boot_delay(milliseconds delay) {
+  std::lock_guard<std::mutex> lock(mu_);
+  knobs_.boot_delay = delay;
+}
+
+void FakeVmm::set_start_latency(milliseconds latency) {
+  std::lock_guard<std::mutex> lock(mu_);
+  knobs_.start_latency = latency;
+}
+
+void FakeVmm::set_accel_note(std::string note) {
+  std::lock_guard<std::mutex> lock(mu_);
+  knobs_.accel_note = std::move(note);
+}
+
+FakeVmmCalls FakeVmm::calls() const {
+  std::lock_guard<std::mutex> lock(counters_->mu);
+  return counters_->calls;
+}
+
+absl::Status FakeVmm::Crash(const std::string& run_dir_or_id, const std::string& reason) {
+  ABOX_ASSIGN_OR_RETURN(std::shared_ptr<FakeVmInstance> vm, Registry::Get().Find(run_dir_or_id));
+  if (!vm) {
+    return absl::NotFoundError(absl::StrCat("no fake VM ", run_dir_or_id));
+  }
+  if (!vm->running()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("fake VM ", run_dir_or_id, " has exited already: ", vm->exit_reason()));
+  }
+  vm->End(reason);
+  return absl::OkStatus();
+}
+
+absl::Status FakeVmm::AppendConsole(const std::string& run_dir_or_id, const std::string& line) {
+  ABOX_ASSIGN_OR_RETURN(std::shared_ptr<FakeVmInstance> vm, Registry::Get().Find(run_dir_or_id));
+  if (!vm) {
+    return absl::NotFoundError(absl::StrCat("no fake VM ", run_dir_or_id));
+  }
+  vm->Console(line);
+  return absl::OkStatus();
+}
+
+std::optional<FakeVmInfo> FakeVmm::Find(const std::string& run_dir_or_id) {
+  absl::StatusOr<std::shared_ptr<FakeVmInstance>> vm = Registry::Get().Find(run_dir_or_id);
+  if (!vm.ok() || !*vm) {
+    return std::nullopt;
+  }
+  return (*vm)->Info();
+}
+
+std::vector<FakeVmInfo> FakeVmm::LiveVms() {
+  std::vector<FakeVmInfo> infos;
+  for (const std::shared_ptr<FakeVmInstance>& vm : Registry::Get().All()) {
+    infos.push_back(vm->Info());
+  }
+  return infos;
+}
+
+absl::Status FakeVmm::KillAll() {
+  absl::Status first;
+  for (const std::shared_ptr<FakeVmInstance>& vm : Registry::Get().TakeAll()) {
+    vm->End(kKillAllReason);
+    if (vm->ClaimCleanup()) {
+      first.Update(vmm::RemoveRunDir(vm->params().run_dir));
+    }
+  }
+  return first;
+}
+
+}  // namespace abox::testing
