@@ -12,50 +12,10 @@
 #include "src/api/errors.h"
 #include "src/api/json_body.h"
 #include "src/base/status_macros.h"
+#include "src/base/utf8.h"
 
 namespace abox::api {
 namespace {
-
-bool IsValidUtf8(absl::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 1;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) {
-      return false;
-    }
-    for (size_t k = 1; k <= n; ++k) {
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) {
-        return false;
-      }
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    // Overlong forms, surrogates and values beyond U+10FFFF are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
 
 struct SignalName {
   const char* name;
@@ -318,7 +278,7 @@ nlohmann::json ExecToJson(const store::ExecWithOutput& e) {
 
 nlohmann::json OutputChunkToJson(int64_t seq, store::ExecStream stream, absl::string_view data) {
   nlohmann::json j = {{"seq", seq}, {"stream", store::ExecStreamName(stream)}};
-  if (IsValidUtf8(data)) {
+  if (base::IsValidUtf8(data)) {
     j["data"] = std::string(data);
   } else {
     j["data_b64"] = absl::Base64Escape(data);

@@ -211,17 +211,23 @@ std::optional<ExitStatus> ChildProcess::TryWait() {
   if (status_ || pid_ <= 0) {
     return status_;
   }
+  status_ = TryReap(pid_);
+  return status_;
+}
+
+std::optional<ExitStatus> TryReap(pid_t pid) {
   int wstatus = 0;
   pid_t r;
   do {
-    r = ::waitpid(pid_, &wstatus, WNOHANG);
+    r = ::waitpid(pid, &wstatus, WNOHANG);
   } while (r < 0 && errno == EINTR);
-  if (r == pid_) {
-    status_ = FromWaitStatus(wstatus);
-  } else if (r < 0 && errno == ECHILD) {
-    status_ = ExitStatus{.exit_code = 255};  // Reaped elsewhere; nothing more to learn.
+  if (r == pid) {
+    return FromWaitStatus(wstatus);
   }
-  return status_;
+  if (r < 0 && errno == ECHILD) {
+    return ExitStatus{.exit_code = 255};  // Reaped elsewhere; nothing more to learn.
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<ExitStatus> ChildProcess::Wait(std::optional<std::chrono::milliseconds> timeout) {

@@ -23,6 +23,10 @@ struct ExitStatus {
   [[nodiscard]] std::string ToString() const;
 };
 
+// Reaps `pid` if it has exited (waitpid WNOHANG, EINTR retried): its status, or nullopt while
+// it runs. A pid that is not our child (reaped elsewhere) reads as exit code 255.
+[[nodiscard]] std::optional<ExitStatus> TryReap(pid_t pid);
+
 struct SpawnOptions {
   std::vector<std::string> argv;
   // Full environment; when unset the child inherits ours.

@@ -7,9 +7,15 @@
 #include "CLI/CLI.hpp"
 #include "spdlog/spdlog.h"
 #include "src/base/version.h"
+#include "src/cli/command.h"
+#include "src/cli/daemon_commands.h"
+#include "src/cli/exec_command.h"
+#include "src/cli/flags.h"
 #include "src/cli/image_commands.h"
+#include "src/cli/log_commands.h"
 #include "src/cli/output.h"
 #include "src/cli/run_command.h"
+#include "src/cli/sandbox_commands.h"
 #include "src/proto/frame.h"
 
 namespace {
@@ -23,17 +29,16 @@ Ctrl-C (and SIGTERM/SIGHUP/SIGQUIT) is forwarded to the command; a second one st
 Example: abox run -e FOO=bar --timeout 60 -- sh -c 'echo $FOO; uname -r'
 )";
 
-bool ParseEnv(const std::vector<std::string>& items, std::map<std::string, std::string>* env) {
-  for (const auto& item : items) {
-    auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      std::fprintf(stderr, "abox: error: -e expects NAME=VALUE, got '%s'\n", item.c_str());
-      return false;
-    }
-    (*env)[item.substr(0, eq)] = item.substr(eq + 1);
-  }
-  return true;
-}
+constexpr char kAppFooter[] =
+    R"(`abox run` boots a throwaway VM for one command, directly. The other sandbox commands
+(create, exec, shell, ls, inspect, logs, stop, rm, events) talk to aboxd, the per-user
+daemon that keeps sandboxes; the first of them starts it (see `abox daemon --help`).
+
+Environment: ABOX_HOME (images, sandboxes, logs; default ~/.local/share/abox),
+ABOX_SOCKET (aboxd's socket; default $XDG_RUNTIME_DIR/abox/aboxd.sock),
+ABOX_NO_AUTOSTART=1 (never start aboxd on demand), ABOXD_BIN (the aboxd executable),
+ABOX_LOG (abox's own log level, e.g. info).
+)";
 
 }  // namespace
 
@@ -43,11 +48,11 @@ int main(int argc, char** argv) {
   if (const char* level = std::getenv("ABOX_LOG")) {  // NOLINT(concurrency-mt-unsafe)
     spdlog::set_level(spdlog::level::from_str(level));
   }
-  // `abox run [OPTIONS] -- CMD...`: everything after the first `--` is the command, verbatim,
-  // before CLI11 sees it (CLI11 would otherwise parse the command's own flags).
+  // `abox run|exec [OPTIONS] -- CMD...`: everything after the first `--` is the command,
+  // verbatim, before CLI11 sees it (CLI11 would otherwise parse the command's own flags).
   std::vector<std::string> run_tail;
   bool run_has_separator = false;
-  if (argc > 1 && std::string(argv[1]) == "run") {
+  if (argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "exec")) {
     for (int i = 2; i < argc; ++i) {
       if (std::string(argv[i]) == "--") {
         run_tail.assign(argv + i + 1, argv + argc);
@@ -60,6 +65,7 @@ int main(int argc, char** argv) {
   CLI::App app{"abox: a disposable Linux microVM for every AI coding agent"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("abox ") + abox::kVersion);
+  abox::cli::Action action;
 
   // abox run
   abox::cli::RunOptions run;
@@ -76,7 +82,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--timeout", run.timeout_seconds,
                       "Kill the command (its whole process group) after S seconds")
       ->check(CLI::Range(0.001, 31536000.0));
-  run_cmd->add_option("-e,--env", env_items, "Set an environment variable (NAME=VALUE)");
+  run_cmd->add_option("-e,--env", env_items, "Set an environment variable (NAME=VALUE)")
+      ->allow_extra_args(false);
   run_cmd->add_option("-w,--workdir", run.workdir,
                       "Working directory inside the guest (default: the user's home)");
   run_cmd->add_flag("--root", run.root, "Run as root in the guest (default: the unprivileged "
@@ -114,12 +121,25 @@ int main(int argc, char** argv) {
       image_cmd->add_subcommand("verify", "Recompute every artifact's sha256 against the manifest");
   verify_cmd->add_option("name", verify_name, "Image name")->required();
 
+  abox::cli::AddSandboxCommands(app, &action);
+  abox::cli::AddExecCommands(app, &action, &run_tail, &run_has_separator);
+  abox::cli::AddLogCommands(app, &action);
+  abox::cli::AddDaemonCommands(app, &action);
+  // Last: subcommands added after it would inherit it.
+  app.footer(kAppFooter);
+
   CLI11_PARSE(app, argc, argv);
 
+  if (action) {
+    return action();
+  }
   if (run_cmd->parsed()) {
-    if (!ParseEnv(env_items, &run.env)) {
+    auto env = abox::cli::ParseKeyValues("-e", "NAME=VALUE", env_items);
+    if (!env.ok()) {
+      abox::cli::PrintError(env.status());
       return abox::cli::kExitAboxFailure;
     }
+    run.env = *std::move(env);
     run.argv = run_has_separator ? run_tail : run_cmd->remaining();
     if (run.argv.empty()) {
       std::fprintf(stderr, "abox: error: abox run needs a command, e.g. abox run -- uname -a\n");

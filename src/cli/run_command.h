@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "src/cli/exit_status.h"
 #include "src/runtime/sandbox.h"
 
 namespace abox::cli {
@@ -20,11 +21,6 @@ struct RunOptions {
   bool tty = false;
   double timeout_seconds = 0;
 };
-
-// Exit codes of `abox run` besides the command's own (see --help).
-inline constexpr int kExitAboxFailure = 125;
-inline constexpr int kExitTimeout = 124;
-inline constexpr int kExitInterrupted = 130;
 
 // `abox run`: boots a fresh microVM, runs the command with the terminal's stdin/stdout/stderr,
 // destroys the VM and returns the exit code to use.

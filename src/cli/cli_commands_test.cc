@@ -1,0 +1,286 @@
+// The real `abox` binary's daemon commands against a stand-in aboxd (src/client/testing: the real
+// HTTP server with an in-memory sandbox API whose execs run as local processes), which abox
+// itself starts on demand. What a user types and sees: output, errors and exit codes.
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "src/base/io.h"
+#include "src/daemon/http/testing/test_server.h"
+#include "tests/testing/abox_runner.h"
+
+namespace abox::cli {
+namespace {
+
+using nlohmann::json;
+using testing::AboxCall;
+using testing::AboxResult;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+class CliCommandsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ::setenv("ABOX_BIN", ABOX_CLI_BIN, 1);  // NOLINT(concurrency-mt-unsafe): before any thread
+  }
+  ~CliCommandsTest() override { Abox({"daemon", "stop"}); }
+
+  AboxResult Abox(std::vector<std::string> args, std::string stdin_data = "") {
+    AboxCall call;
+    call.args = std::move(args);
+    call.stdin_data = std::move(stdin_data);
+    call.env = env_;
+    call.timeout_seconds = 60;
+    return testing::RunAbox(call);
+  }
+  // Creates a sandbox named `name` and returns its id.
+  std::string Create(const std::string& name) {
+    AboxResult r = Abox({"create", "--name", name});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.size(), 25u) << r.out;  // the id and a newline, nothing else
+    return r.out.substr(0, r.out.size() - 1);
+  }
+
+  daemon::http::httptest::TempDir dir_;
+  std::map<std::string, std::string> env_ = {
+      {"ABOX_HOME", dir_.path() + "/home"},
+      {"ABOX_SOCKET", dir_.path() + "/run/aboxd.sock"},
+      {"ABOXD_BIN", ABOX_FAKE_ABOXD},
+      {"ABOX_NO_AUTOSTART", ""},
+      {"XDG_CONFIG_HOME", dir_.path() + "/config"},
+  };
+};
+
+TEST_F(CliCommandsTest, CreateListInspectStopAndRemove) {
+  AboxResult created = Abox({"create", "--name", "web", "-l", "app=web", "--ttl", "2h", "--cpus",
+                             "2", "--memory", "1536"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  std::string id = created.out.substr(0, created.out.size() - 1);
+
+  AboxResult ls = Abox({"ls"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_THAT(ls.out, StartsWith("ID            NAME  IMAGE    STATE  CPUS  MEM      AGE  EXPIRES  "
+                                 "LABELS\n"));
+  EXPECT_THAT(ls.out, HasSubstr(id.substr(0, 12) + "  web   default  ready  2     1.5 GiB  "));
+  EXPECT_THAT(ls.out, HasSubstr("in 2h    app=web\n"));
+  EXPECT_EQ(Abox({"ls", "-q", "-l", "app=web"}).out, id + "\n");
+  EXPECT_EQ(Abox({"ls", "-q", "-l", "app=other"}).out, "");
+  json listed = json::parse(Abox({"ls", "--json"}).out, nullptr, false);
+  ASSERT_TRUE(listed.is_object());
+  EXPECT_EQ(listed["sandboxes"][0]["labels"]["app"], "web");
+
+  AboxResult inspect = Abox({"inspect", "web", "nope"});
+  EXPECT_EQ(inspect.exit_code, 1);
+  EXPECT_EQ(json::parse(inspect.out, nullptr, false)["id"], id);
+  EXPECT_THAT(inspect.err, HasSubstr("abox: error: no sandbox \"nope\""));
+
+  AboxResult refused = Abox({"rm", "web"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("remove it with `abox rm -f`"));
+  AboxResult stopped = Abox({"stop", id.substr(0, 6)});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_EQ(stopped.out, id.substr(0, 6) + "\n");
+  EXPECT_THAT(Abox({"ls"}).out, Not(HasSubstr("web")));
+  EXPECT_THAT(Abox({"ls", "-a"}).out, HasSubstr("web   default  stopped"));
+  AboxResult removed = Abox({"rm", "web", "ghost"});
+  EXPECT_EQ(removed.exit_code, 1);
+  EXPECT_EQ(removed.out, "web\n");
+  EXPECT_THAT(removed.err, HasSubstr("no sandbox \"ghost\""));
+  EXPECT_EQ(Abox({"ls", "-a", "-q"}).out, "");
+}
+
+TEST_F(CliCommandsTest, ExecKeepsStreamsAndExitStatusConventions) {
+  Create("web");
+  AboxResult r = Abox({"exec", "web", "--", "sh", "-c", "echo out; echo err >&2; exit 3"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(Abox({"exec", "web", "--", "sh", "-c", "kill -TERM $$"}).exit_code, 128 + SIGTERM);
+  AboxResult missing = Abox({"exec", "web", "--", "no-such-command-abox"});
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_THAT(missing.err, HasSubstr("no-such-command-abox: command not found"));
+  AboxResult slow = Abox({"exec", "--timeout", "0.2", "web", "--", "sleep", "30"});
+  EXPECT_EQ(slow.exit_code, 124);
+  EXPECT_THAT(slow.err, HasSubstr("timed out after 0.2s"));
+  // Without `--`, everything after the id is the command, its flags included.
+  AboxResult bare = Abox(
+      {"exec", "-e", "FOO=bar baz", "-w", "/tmp", "web", "sh", "-c", "echo \"$FOO\"; pwd", "-x"});
+  EXPECT_EQ(bare.exit_code, 0) << bare.err;
+  EXPECT_EQ(bare.out, "bar baz\n/tmp\n");
+  AboxResult nosandbox = Abox({"exec", "ghost", "--", "true"});
+  EXPECT_EQ(nosandbox.exit_code, 125);
+  EXPECT_THAT(nosandbox.err, HasSubstr("no sandbox \"ghost\""));
+}
+
+TEST_F(CliCommandsTest, ExecForwardsStdinAndBinaryOutput) {
+  Create("web");
+  AboxResult upper = Abox({"exec", "web", "--", "tr", "a-z", "A-Z"}, "hello from the host\n");
+  EXPECT_EQ(upper.exit_code, 0) << upper.err;
+  EXPECT_EQ(upper.out, "HELLO FROM THE HOST\n");
+  std::string binary = "\xff\xfe" + std::string(1, '\0') + "\x01 text " + std::string(300000, 'z');
+  AboxResult echoed = Abox({"exec", "web", "--", "cat"}, binary);
+  EXPECT_EQ(echoed.exit_code, 0) << echoed.err;
+  EXPECT_TRUE(echoed.out == binary) << echoed.out.size() << " bytes back";
+  AboxResult closed = Abox({"exec", "--no-stdin", "web", "--", "wc", "-c"}, "ignored");
+  EXPECT_EQ(closed.out, "0\n");
+}
+
+TEST_F(CliCommandsTest, CtrlCGoesToTheCommandAndASecondOneLeaves) {
+  Create("web");
+  AboxCall call;
+  call.env = env_;
+  call.timeout_seconds = 60;
+  call.args = {"exec", "web",
+               "--",   "sh",
+               "-c",   "trap 'echo got INT; exit 7' INT; echo ready; while :; do sleep 0.05; done"};
+  call.when_output = "ready";
+  call.on_output = [](pid_t pid) { ::kill(pid, SIGINT); };
+  AboxResult trapped = testing::RunAbox(call);
+  EXPECT_EQ(trapped.exit_code, 7) << trapped.err;
+  EXPECT_EQ(trapped.out, "ready\ngot INT\n");
+
+  call.args = {"exec", "web", "--",
+               "sh",   "-c",  "trap 'echo ignored' INT; echo ready; while :; do sleep 0.05; done"};
+  std::thread second;
+  call.on_output = [&second](pid_t pid) {
+    second = std::thread([pid] {
+      ::kill(pid, SIGINT);
+      // Apart, so that they are two signals (pending ones of a kind merge).
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(pid, SIGINT);
+    });
+  };
+  AboxResult left = testing::RunAbox(call);
+  second.join();
+  EXPECT_EQ(left.exit_code, 130);
+  EXPECT_THAT(left.err, HasSubstr("interrupted again"));
+  // kill_on_disconnect: the daemon killed the command once abox left.
+  std::string history;
+  for (int i = 0; i < 100 && !absl::StrContains(history, "killed by SIGKILL"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    history = Abox({"logs", "--execs", "web"}).out;
+  }
+  EXPECT_THAT(history, HasSubstr("echo ignored"));
+  EXPECT_THAT(history, HasSubstr("done' -> killed by SIGKILL"));
+}
+
+TEST_F(CliCommandsTest, LogsShowExecHistoryThenConsole) {
+  Create("web");
+  ASSERT_EQ(Abox({"exec", "web", "--", "sh", "-c", "echo first"}).exit_code, 0);
+  ASSERT_EQ(Abox({"exec", "web", "--", "sh", "-c", "echo second; exit 2"}).exit_code, 2);
+  AboxResult logs = Abox({"logs", "web"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  size_t first = logs.out.find("sh -c 'echo first' -> exited 0");
+  size_t second = logs.out.find("sh -c 'echo second; exit 2' -> exited 2");
+  size_t console = logs.out.find("==> console log of sandbox web");
+  ASSERT_NE(first, std::string::npos) << logs.out;
+  EXPECT_LT(first, second);  // oldest first
+  EXPECT_LT(second, console);
+  EXPECT_THAT(logs.out, HasSubstr("exited 0 ("));
+  EXPECT_THAT(logs.out, HasSubstr("\nfirst\n"));
+  EXPECT_THAT(logs.out, HasSubstr("Linux version fake"));
+  EXPECT_EQ(Abox({"logs", "--console", "-n", "1", "web"}).out, "abox-guest: ready in web\n");
+  EXPECT_THAT(Abox({"logs", "--execs", "-n", "1", "web"}).out, Not(HasSubstr("echo first")));
+}
+
+TEST_F(CliCommandsTest, EventsFollowTheLifecycle) {
+  Create("web");
+  ASSERT_EQ(Abox({"rm", "-f", "web"}).exit_code, 0);
+  AboxCall call;
+  call.env = env_;
+  call.timeout_seconds = 60;
+  call.args = {"events", "--since", "0"};
+  call.when_output = "removed";
+  call.on_output = [](pid_t pid) { ::kill(pid, SIGTERM); };
+  AboxResult events = testing::RunAbox(call);
+  EXPECT_THAT(events.out, HasSubstr("  created        "));
+  EXPECT_THAT(events.out, HasSubstr("  stopped        "));
+  EXPECT_THAT(events.out, HasSubstr("  removed        "));
+  AboxResult unknown = Abox({"events", "--sandbox", "ghost"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("no sandbox \"ghost\""));
+}
+
+TEST_F(CliCommandsTest, DaemonStartStatusStopAndUnit) {
+  AboxResult down = Abox({"daemon", "status"});
+  EXPECT_EQ(down.exit_code, 1);
+  EXPECT_THAT(down.err, HasSubstr("aboxd is not running"));
+  EXPECT_THAT(down.err, HasSubstr("abox daemon start"));
+  AboxResult started = Abox({"daemon", "start", "--max-cpus", "4"});
+  EXPECT_EQ(started.exit_code, 0) << started.err;
+  EXPECT_THAT(started.out, HasSubstr("aboxd started (pid "));
+  EXPECT_THAT(started.out, HasSubstr(dir_.path() + "/home/logs/aboxd.log"));
+  AboxResult again = Abox({"daemon", "start"});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, HasSubstr("already running"));
+  AboxResult status = Abox({"daemon", "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("aboxd      running, pid "));
+  EXPECT_THAT(status.out, HasSubstr("vCPUs      0 of 4 in use\n"));
+  json as_json = json::parse(Abox({"daemon", "status", "--json"}).out, nullptr, false);
+  EXPECT_EQ(as_json["health"]["status"], "ok");
+  EXPECT_EQ(as_json["socket"], dir_.path() + "/run/aboxd.sock");
+  AboxResult stopped = Abox({"daemon", "stop"});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_THAT(stopped.out, HasSubstr(") stopped"));
+  EXPECT_THAT(Abox({"daemon", "stop"}).out, HasSubstr("aboxd is not running"));
+
+  AboxResult unit = Abox({"daemon", "unit", "--install"});
+  EXPECT_EQ(unit.exit_code, 0) << unit.err;
+  EXPECT_THAT(unit.out, HasSubstr("systemctl --user daemon-reload && systemctl --user enable"));
+  absl::StatusOr<std::string> file =
+      base::ReadFile(dir_.path() + "/config/systemd/user/aboxd.service");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_THAT(*file, HasSubstr(std::string("\nExecStart=") + ABOX_FAKE_ABOXD + " --socket " +
+                               dir_.path() + "/run/aboxd.sock\n"));
+  EXPECT_EQ(Abox({"daemon", "unit"}).out, *file);
+}
+
+TEST_F(CliCommandsTest, DaemonThatCannotStartIsExplained) {
+  env_["ABOX_NO_AUTOSTART"] = "1";
+  AboxResult off = Abox({"ls"});
+  EXPECT_EQ(off.exit_code, 1);
+  EXPECT_THAT(off.err, HasSubstr("run `abox daemon start`"));
+  std::string script = dir_.path() + "/aboxd";
+  ASSERT_TRUE(
+      base::WriteFileAtomic(script, "#!/bin/sh\necho 'port in use' >&2\nexit 1\n", 0755).ok());
+  env_["ABOX_NO_AUTOSTART"] = "";
+  env_["ABOXD_BIN"] = script;
+  AboxResult failed = Abox({"exec", "web", "--", "true"});
+  EXPECT_EQ(failed.exit_code, 125);
+  EXPECT_THAT(failed.err, HasSubstr("exited with exit code 1"));
+  EXPECT_THAT(failed.err, HasSubstr("  port in use"));
+  EXPECT_THAT(failed.err, HasSubstr(dir_.path() + "/home/logs/aboxd.log"));
+}
+
+TEST_F(CliCommandsTest, UsageErrorsSayWhatToType) {
+  AboxResult no_command = Abox({"exec", "web"});
+  EXPECT_EQ(no_command.exit_code, 2);
+  EXPECT_THAT(no_command.err, HasSubstr("abox exec web -- uname -a"));
+  AboxResult bad_ttl = Abox({"create", "--ttl", "5x"});
+  EXPECT_EQ(bad_ttl.exit_code, 1);
+  EXPECT_THAT(bad_ttl.err, HasSubstr("--ttl: '5x' is not a duration"));
+  AboxResult bad_env = Abox({"exec", "-e", "NOVALUE", "web", "--", "true"});
+  EXPECT_EQ(bad_env.exit_code, 125);
+  EXPECT_THAT(bad_env.err, HasSubstr("-e/--env expects NAME=VALUE, got 'NOVALUE'"));
+  AboxResult bad_label = Abox({"ls", "-l", "app"});
+  EXPECT_EQ(bad_label.exit_code, 1);
+  EXPECT_THAT(bad_label.err, HasSubstr("expects KEY=VALUE"));
+}
+
+TEST_F(CliCommandsTest, ShellRunsALoginShell) {
+  Create("web");
+  AboxResult r = Abox({"shell", "web"}, "echo \"in $0\"; exit 5\n");
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("in "));
+}
+
+}  // namespace
+}  // namespace abox::cli

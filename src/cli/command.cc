@@ -1,0 +1,30 @@
+#include "src/cli/command.h"
+
+#include <cstdio>
+
+#include "src/cli/output.h"
+#include "src/client/daemon_launcher.h"
+
+namespace abox::cli {
+
+absl::StatusOr<std::unique_ptr<client::ApiClient>> ConnectToDaemon() {
+  absl::StatusOr<client::DaemonOptions> options = client::DaemonOptionsFromEnv();
+  if (!options.ok()) {
+    return options.status();
+  }
+  return client::ConnectOrStartDaemon(*options);
+}
+
+int Fail(const absl::Status& status, int exit_code) {
+  PrintError(status);
+  return exit_code;
+}
+
+void PrintVerbatim(const std::string& body) {
+  std::fwrite(body.data(), 1, body.size(), stdout);
+  if (body.empty() || body.back() != '\n') {
+    std::fputc('\n', stdout);
+  }
+}
+
+}  // namespace abox::cli

@@ -1,0 +1,74 @@
+#include "src/cli/exit_status.h"
+
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "src/client/json_fields.h"
+
+namespace abox::cli {
+
+ExitReport ReportCommandEnd(const CommandOutcome& outcome) {
+  ExitReport report;
+  if (!outcome.error.empty()) {
+    report.messages.push_back(outcome.error);
+  }
+  if (outcome.timed_out) {
+    report.messages.push_back(
+        absl::StrFormat("the command timed out after %gs and was killed", outcome.timeout_seconds));
+    report.code = kExitTimeout;
+  } else {
+    report.code = outcome.exit_code ? *outcome.exit_code : 128 + outcome.signal.value_or(0);
+  }
+  return report;
+}
+
+ExitReport ReportExecEnd(const nlohmann::json& exec) {
+  CommandOutcome outcome;
+  if (std::optional<int64_t> code = client::JsonInt(exec, "exit_code")) {
+    outcome.exit_code = static_cast<int>(*code);
+  }
+  if (std::optional<int64_t> sig = client::JsonInt(exec, "signal")) {
+    outcome.signal = static_cast<int>(*sig);
+  }
+  outcome.timed_out = client::JsonBool(exec, "timed_out");
+  outcome.error = client::JsonString(exec, "error");
+  outcome.timeout_seconds =
+      static_cast<double>(client::JsonInt(exec, "timeout_ms").value_or(0)) / 1000.0;
+  std::string state = client::JsonString(exec, "state");
+  bool ended_by_itself = outcome.exit_code || outcome.signal || outcome.timed_out;
+  if (state == "exited" || (state == "failed" && ended_by_itself)) {
+    return ReportCommandEnd(outcome);
+  }
+  ExitReport report;
+  report.code = kExitAboxFailure;
+  if (state == "failed") {
+    const std::string& e = outcome.error;
+    if (absl::StrContains(e, "not found") || absl::StrContains(e, "No such file or directory")) {
+      report.code = kExitNotFound;
+    } else if (absl::StrContains(e, "Permission denied") ||
+               absl::StrContains(e, "Exec format error") ||
+               absl::StrContains(e, "Is a directory")) {
+      report.code = kExitCannotRun;
+    }
+    report.messages.push_back(e.empty() ? "the command could not be started" : e);
+  } else if (state == "interrupted") {
+    report.messages.push_back(
+        outcome.error.empty()
+            ? "the command was interrupted (its sandbox stopped or aboxd restarted)"
+            : "the command was interrupted: " + outcome.error);
+  } else {
+    report.messages.push_back(absl::StrFormat(
+        "aboxd reported the command as \"%s\" instead of ended; see `abox logs --execs`", state));
+  }
+  return report;
+}
+
+int PrintExitReport(const ExitReport& report) {
+  for (const std::string& m : report.messages) {
+    std::fprintf(stderr, "abox: %s\n", m.c_str());
+  }
+  return report.code;
+}
+
+}  // namespace abox::cli

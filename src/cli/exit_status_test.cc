@@ -1,0 +1,63 @@
+#include "src/cli/exit_status.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace abox::cli {
+namespace {
+
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(ReportCommandEndTest, ExitCodeSignalAndTimeout) {
+  EXPECT_EQ(ReportCommandEnd({.exit_code = 42}).code, 42);
+  EXPECT_THAT(ReportCommandEnd({.exit_code = 0}).messages, IsEmpty());
+  EXPECT_EQ(ReportCommandEnd({.signal = 15}).code, 143);
+  ExitReport timed_out = ReportCommandEnd({.signal = 9, .timed_out = true, .timeout_seconds = 2.5});
+  EXPECT_EQ(timed_out.code, kExitTimeout);
+  EXPECT_THAT(timed_out.messages, ElementsAre("the command timed out after 2.5s and was killed"));
+  ExitReport not_found = ReportCommandEnd({.exit_code = 127, .error = "frob: command not found"});
+  EXPECT_EQ(not_found.code, 127);
+  EXPECT_THAT(not_found.messages, ElementsAre("frob: command not found"));
+}
+
+TEST(ReportExecEndTest, ExitedExecsKeepTheirStatus) {
+  EXPECT_EQ(ReportExecEnd(json{{"state", "exited"}, {"exit_code", 3}}).code, 3);
+  EXPECT_EQ(ReportExecEnd(json{{"state", "exited"}, {"signal", 2}}).code, 130);
+  ExitReport timed_out = ReportExecEnd(
+      json{{"state", "exited"}, {"signal", 9}, {"timed_out", true}, {"timeout_ms", 1500}});
+  EXPECT_EQ(timed_out.code, kExitTimeout);
+  EXPECT_THAT(timed_out.messages, ElementsAre("the command timed out after 1.5s and was killed"));
+}
+
+TEST(ReportExecEndTest, FailedToStartIs127Or126Or125WithTheError) {
+  ExitReport not_found =
+      ReportExecEnd(json{{"state", "failed"}, {"error", "frob: command not found"}});
+  EXPECT_EQ(not_found.code, kExitNotFound);
+  EXPECT_THAT(not_found.messages, ElementsAre("frob: command not found"));
+  EXPECT_EQ(ReportExecEnd(json{{"state", "failed"},
+                               {"error", "/nonexistent/tool: No such file or directory"}})
+                .code,
+            kExitNotFound);
+  EXPECT_EQ(ReportExecEnd(json{{"state", "failed"}, {"error", "/tmp/x: Permission denied"}}).code,
+            kExitCannotRun);
+  EXPECT_EQ(ReportExecEnd(json{{"state", "failed"}, {"error", "guest agent went away"}}).code,
+            kExitAboxFailure);
+  // A failed exec that carries the guest's own exit code keeps it.
+  EXPECT_EQ(ReportExecEnd(json{{"state", "failed"}, {"exit_code", 126}, {"error", "x"}}).code, 126);
+}
+
+TEST(ReportExecEndTest, InterruptedOrOddStatesAre125WithAReason) {
+  ExitReport interrupted =
+      ReportExecEnd(json{{"state", "interrupted"}, {"error", "the sandbox was stopped"}});
+  EXPECT_EQ(interrupted.code, kExitAboxFailure);
+  EXPECT_THAT(interrupted.messages,
+              ElementsAre("the command was interrupted: the sandbox was stopped"));
+  EXPECT_EQ(ReportExecEnd(json{{"state", "interrupted"}}).messages.size(), 1u);
+  EXPECT_EQ(ReportExecEnd(json{{"state", "running"}}).code, kExitAboxFailure);
+  EXPECT_EQ(ReportExecEnd(json("garbage")).code, kExitAboxFailure);
+}
+
+}  // namespace
+}  // namespace abox::cli

@@ -1,0 +1,275 @@
+#include "src/cli/sandbox_commands.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "src/cli/flags.h"
+#include "src/cli/output.h"
+#include "src/cli/sandbox_format.h"
+#include "src/client/api_paths.h"
+#include "src/client/json_fields.h"
+
+namespace abox::cli {
+namespace {
+
+struct CreateOptions {
+  std::string image;
+  std::string name;
+  int cpus = 0;
+  int memory_mib = 0;
+  std::vector<std::string> labels;
+  std::string ttl;
+  std::string idle_timeout;
+  std::string accel;
+  bool json = false;
+  bool no_wait = false;
+};
+
+int Create(const CreateOptions& o) {
+  nlohmann::json body = nlohmann::json::object();
+  if (!o.image.empty()) {
+    body["image"] = o.image;
+  }
+  if (!o.name.empty()) {
+    body["name"] = o.name;
+  }
+  if (o.cpus > 0) {
+    body["cpus"] = o.cpus;
+  }
+  if (o.memory_mib > 0) {
+    body["memory_mib"] = o.memory_mib;
+  }
+  absl::StatusOr<std::map<std::string, std::string>> labels =
+      ParseKeyValues("-l/--label", "KEY=VALUE", o.labels);
+  if (!labels.ok()) {
+    return Fail(labels.status());
+  }
+  if (!labels->empty()) {
+    body["labels"] = *labels;
+  }
+  for (const auto& [flag, text, field] :
+       {std::tuple{"--ttl", o.ttl, "ttl_seconds"},
+        std::tuple{"--idle-timeout", o.idle_timeout, "idle_timeout_seconds"}}) {
+    if (text.empty()) {
+      continue;
+    }
+    absl::StatusOr<int64_t> seconds = ParseDurationSeconds(flag, text);
+    if (!seconds.ok()) {
+      return Fail(seconds.status());
+    }
+    body[field] = *seconds;
+  }
+  if (!o.accel.empty()) {
+    body["accel"] = o.accel;
+  }
+  absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
+  if (!api.ok()) {
+    return Fail(api.status());
+  }
+  bool progress = !o.no_wait && ::isatty(STDERR_FILENO) != 0;
+  if (progress) {
+    std::fprintf(stderr, "booting sandbox...");
+    std::fflush(stderr);
+  }
+  client::QueryParams query;
+  if (o.no_wait) {
+    query.emplace_back("wait", "false");
+  }
+  absl::StatusOr<client::ApiResponse> created =
+      (*api)->Post(client::WithQuery("/v1/sandboxes", query), body);
+  if (progress) {
+    std::fprintf(stderr, "\r\033[K");
+  }
+  if (!created.ok()) {
+    return Fail(created.status());
+  }
+  if (o.json) {
+    PrintVerbatim(created->body);
+  } else {
+    std::printf("%s\n", client::JsonString(created->json, "id").c_str());
+  }
+  return 0;
+}
+
+struct ListOptions {
+  bool all = false;
+  std::vector<std::string> labels;
+  bool json = false;
+  bool quiet = false;
+};
+
+int List(const ListOptions& o) {
+  client::QueryParams query;
+  absl::StatusOr<std::map<std::string, std::string>> labels =
+      ParseKeyValues("-l/--label", "KEY=VALUE", o.labels);
+  if (!labels.ok()) {
+    return Fail(labels.status());
+  }
+  for (const auto& [key, value] : *labels) {
+    query.emplace_back("label", absl::StrCat(key, "=", value));
+  }
+  if (!o.all) {
+    query.emplace_back("state", "creating");
+    query.emplace_back("state", "ready");
+  }
+  absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
+  if (!api.ok()) {
+    return Fail(api.status());
+  }
+  absl::StatusOr<client::ApiResponse> listed =
+      (*api)->Get(client::WithQuery("/v1/sandboxes", query));
+  if (!listed.ok()) {
+    return Fail(listed.status());
+  }
+  if (o.json) {
+    PrintVerbatim(listed->body);
+    return 0;
+  }
+  const nlohmann::json* sandboxes = client::JsonMember(listed->json, "sandboxes");
+  if (sandboxes == nullptr || !sandboxes->is_array()) {
+    return Fail(absl::DataLossError("aboxd's answer to GET /v1/sandboxes has no \"sandboxes\""));
+  }
+  if (o.quiet) {
+    for (const nlohmann::json& s : *sandboxes) {
+      std::printf("%s\n", client::JsonString(s, "id").c_str());
+    }
+    return 0;
+  }
+  std::printf("%s", SandboxTable(*sandboxes, absl::Now()).c_str());
+  return 0;
+}
+
+int Inspect(const std::vector<std::string>& ids, bool json) {
+  absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
+  if (!api.ok()) {
+    return Fail(api.status());
+  }
+  nlohmann::json found = nlohmann::json::array();
+  int code = 0;
+  for (const std::string& id : ids) {
+    absl::StatusOr<client::ApiResponse> r = (*api)->Get(client::SandboxPath(id));
+    if (!r.ok()) {
+      code = Fail(r.status());
+      continue;
+    }
+    if (json) {
+      PrintVerbatim(r->body);  // one object per line (JSON Lines)
+    } else {
+      found.push_back(std::move(r->json));
+    }
+  }
+  if (!json && !found.empty()) {
+    std::printf("%s\n", client::DumpJson(found.size() == 1 ? found[0] : found, 2).c_str());
+  }
+  return code;
+}
+
+// DELETE or POST .../stop for each id; prints the ids that worked, each failure, and returns 1
+// when any failed.
+int ForEachSandbox(const std::vector<std::string>& ids,
+                   const std::function<absl::Status(client::ApiClient&, const std::string&)>& op) {
+  absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
+  if (!api.ok()) {
+    return Fail(api.status());
+  }
+  int code = 0;
+  for (const std::string& id : ids) {
+    if (absl::Status s = op(**api, id); !s.ok()) {
+      code = Fail(s);
+    } else {
+      std::printf("%s\n", id.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return code;
+}
+
+}  // namespace
+
+void AddSandboxCommands(CLI::App& app, Action* action) {
+  auto create = std::make_shared<CreateOptions>();
+  auto* create_cmd = app.add_subcommand(
+      "create", "Create and boot a sandbox kept by aboxd; prints its id (and waits until ready)");
+  create_cmd->add_option("--image", create->image, "Guest image to boot (default: default)");
+  create_cmd->add_option("--name", create->name,
+                         "Unique name, usable wherever an id is ([A-Za-z0-9][A-Za-z0-9_.-]*)");
+  create_cmd->add_option("--cpus", create->cpus, "Virtual CPUs (default 1)")
+      ->check(CLI::Range(1, 64));
+  create_cmd->add_option("--memory", create->memory_mib, "Guest memory in MiB (default 512)")
+      ->check(CLI::Range(128, 262144));
+  create_cmd->add_option("-l,--label", create->labels, "Label KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  create_cmd->add_option("--ttl", create->ttl,
+                         "Stop the sandbox this long after creation: 30s, 10m, 2h, 1d (0 = never)");
+  create_cmd->add_option("--idle-timeout", create->idle_timeout,
+                         "Stop it after this long without a running exec (0 = never)");
+  create_cmd
+      ->add_option("--accel", create->accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
+      ->check(CLI::IsMember({"auto", "kvm", "tcg"}));
+  create_cmd->add_flag("--json", create->json, "Print the created sandbox as the API's JSON");
+  create_cmd->add_flag("--no-wait", create->no_wait,
+                       "Return as soon as the sandbox is accepted (state creating); follow it "
+                       "with `abox events` or `abox ls`");
+  create_cmd->callback([create, action] { *action = [create] { return Create(*create); }; });
+
+  auto list = std::make_shared<ListOptions>();
+  auto* ls_cmd = app.add_subcommand("ls", "List sandboxes (running ones; -a for all)");
+  ls_cmd->add_flag("-a,--all", list->all, "Also show stopping, stopped and failed sandboxes");
+  ls_cmd
+      ->add_option("-l,--label", list->labels,
+                   "Only sandboxes with label KEY=VALUE (repeatable: all must match)")
+      ->allow_extra_args(false);
+  ls_cmd->add_flag("--json", list->json, "Print the API's JSON ({\"sandboxes\": [...]})");
+  ls_cmd->add_flag("-q,--quiet", list->quiet, "Print only the full ids, one per line");
+  ls_cmd->callback([list, action] { *action = [list] { return List(*list); }; });
+
+  auto inspect_ids = std::make_shared<std::vector<std::string>>();
+  auto inspect_json = std::make_shared<bool>(false);
+  auto* inspect_cmd = app.add_subcommand(
+      "inspect", "Show sandboxes in full as JSON (one object, or an array for several)");
+  inspect_cmd->add_option("id", *inspect_ids, "Sandbox ids, names or unique id prefixes")
+      ->required();
+  inspect_cmd->add_flag("--json", *inspect_json,
+                        "Print the API's JSON verbatim, one object per line");
+  inspect_cmd->callback([=] { *action = [=] { return Inspect(*inspect_ids, *inspect_json); }; });
+
+  auto rm_ids = std::make_shared<std::vector<std::string>>();
+  auto force = std::make_shared<bool>(false);
+  auto* rm_cmd = app.add_subcommand(
+      "rm", "Remove sandboxes with their files and exec history; prints each removed one");
+  rm_cmd->add_option("id", *rm_ids, "Sandbox ids, names or unique id prefixes")->required();
+  rm_cmd->add_flag("-f,--force", *force,
+                   "Also remove running sandboxes (they are stopped first; running execs end as "
+                   "interrupted)");
+  rm_cmd->callback([=] {
+    *action = [=] {
+      return ForEachSandbox(*rm_ids, [force](client::ApiClient& api, const std::string& id) {
+        client::QueryParams q;
+        if (*force) {
+          q.emplace_back("force", "true");
+        }
+        return api.Delete(client::WithQuery(client::SandboxPath(id), q)).status();
+      });
+    };
+  });
+
+  auto stop_ids = std::make_shared<std::vector<std::string>>();
+  auto* stop_cmd = app.add_subcommand(
+      "stop", "Stop sandboxes (the VM goes, its vCPUs and memory are freed; record and logs stay)");
+  stop_cmd->add_option("id", *stop_ids, "Sandbox ids, names or unique id prefixes")->required();
+  stop_cmd->callback([=] {
+    *action = [=] {
+      return ForEachSandbox(*stop_ids, [](client::ApiClient& api, const std::string& id) {
+        return api.Post(client::SandboxPath(id, "/stop"), nullptr).status();
+      });
+    };
+  });
+}
+
+}  // namespace abox::cli

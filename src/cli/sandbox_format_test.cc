@@ -1,0 +1,127 @@
+#include "src/cli/sandbox_format.h"
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace abox::cli {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+absl::Time At(const char* rfc3339) {
+  absl::Time t;
+  std::string err;
+  EXPECT_TRUE(absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) << err;
+  return t;
+}
+
+TEST(SandboxTableTest, AlignedColumnsAgesExpiryAndLabels) {
+  json sandboxes = json::array({
+      {{"id", "3fa9c1b2d4e5f60718293a4b"},
+       {"name", "web"},
+       {"image", "default"},
+       {"state", "ready"},
+       {"cpus", 2},
+       {"memory_mib", 1536},
+       {"labels", {{"team", "a"}, {"app", "web"}}},
+       {"created_at", "2026-11-30T10:00:00.000Z"},
+       {"expires_at", "2026-11-30T14:00:00Z"}},
+      {{"id", "9e8d7c6b5a49"},
+       {"name", "old"},
+       {"image", "default"},
+       {"state", "stopped"},
+       {"cpus", 1},
+       {"memory_mib", 512},
+       {"labels", json::object()},
+       {"created_at", "2026-11-28T12:00:00Z"},
+       {"expires_at", "2026-11-28T13:00:00Z"}},
+  });
+  EXPECT_EQ(SandboxTable(sandboxes, At("2026-11-30T12:00:00Z")),
+            "ID            NAME  IMAGE    STATE    CPUS  MEM      AGE  EXPIRES  LABELS\n"
+            "3fa9c1b2d4e5  web   default  ready    2     1.5 GiB  2h   in 2h    app=web,team=a\n"
+            "9e8d7c6b5a49  old   default  stopped  1     512 MiB  2d   -        -\n");
+}
+
+TEST(SandboxTableTest, MissingOrMistypedFieldsShowAsDashes) {
+  std::string table = SandboxTable(json::array({{{"id", 7}, {"cpus", "two"}}}), absl::Now());
+  EXPECT_THAT(table, HasSubstr("\n-   -     -      -      -     -    -    -        -\n"));
+}
+
+TEST(FormatMibTest, MibOrGib) {
+  EXPECT_EQ(FormatMib(512), "512 MiB");
+  EXPECT_EQ(FormatMib(2048), "2 GiB");
+  EXPECT_EQ(FormatMib(1536), "1.5 GiB");
+}
+
+TEST(OutputBytesTest, TextOrBase64) {
+  EXPECT_EQ(OutputBytes(json{{"data", "hi\n"}}), "hi\n");
+  EXPECT_EQ(OutputBytes(json{{"data_b64", "/wA="}}), std::string("\xff\0", 2));
+  EXPECT_EQ(OutputBytes(json{{"data_b64", "!!"}}), "");
+}
+
+TEST(ExecHeaderTest, SaysWhatRanWhenAndHowItEnded) {
+  EXPECT_EQ(ExecHeader(json{{"id", "4be1c2d3e4f5a6b7"},
+                            {"argv", {"sh", "-c", "make test"}},
+                            {"state", "exited"},
+                            {"exit_code", 2},
+                            {"started_at", "2026-11-30T16:05:31.000Z"},
+                            {"finished_at", "2026-11-30T16:05:32.250Z"}}),
+            "==> exec 4be1c2d3e4f5 at 2026-11-30 16:05:31 UTC: sh -c 'make test' -> exited 2 "
+            "(1.2s)");
+  EXPECT_THAT(ExecHeader(json{
+                  {"shell", "sleep 9"}, {"state", "exited"}, {"signal", 9}, {"timed_out", true}}),
+              HasSubstr("sh -c 'sleep 9' -> timed out"));
+  EXPECT_THAT(ExecHeader(json{{"argv", {"x"}}, {"state", "exited"}, {"signal", 15}}),
+              HasSubstr("-> killed by SIGTERM"));
+  EXPECT_THAT(ExecHeader(json{
+                  {"argv", {"frob"}}, {"state", "failed"}, {"error", "frob: command not found"}}),
+              HasSubstr("-> failed: frob: command not found"));
+  EXPECT_THAT(ExecHeader(json{{"argv", {"top"}}, {"state", "running"}}), HasSubstr("-> running"));
+}
+
+TEST(EventLineTest, TimeTypeSandboxAndSummary) {
+  EXPECT_EQ(EventLine(json{{"seq", 12},
+                           {"time", "2026-11-30T16:05:31.123Z"},
+                           {"type", "exec_finished"},
+                           {"sandbox_id", "3fa9c1b2d4e5f607"},
+                           {"payload", {{"exec_id", "e1"}, {"exit_code", 0}, {"note", "a b"}}}}),
+            "2026-11-30T16:05:31Z  exec_finished  3fa9c1b2d4e5  exec_id=e1 exit_code=0 "
+            "note=\"a b\"");
+  EXPECT_EQ(EventLine(json{{"time", "2026-11-30T16:05:31Z"},
+                           {"type", "ready"},
+                           {"sandbox_id", "3fa9c1"},
+                           {"payload", json::object()}}),
+            "2026-11-30T16:05:31Z  ready          3fa9c1");  // no trailing blanks
+  std::string long_line =
+      EventLine(json{{"type", "failed"}, {"payload", {{"reason", std::string(300, 'x')}}}});
+  EXPECT_THAT(long_line, HasSubstr("-                     failed         -             reason="));
+  EXPECT_LT(long_line.size(), 200u);
+  EXPECT_THAT(long_line, HasSubstr("..."));
+}
+
+TEST(DaemonStatusTextTest, PidUptimeVersionAndLedger) {
+  json health = {{"status", "ok"},
+                 {"pid", 4242},
+                 {"uptime_seconds", 3723.6},
+                 {"sandboxes", 2},
+                 {"accel", "kvm"},
+                 {"ledger",
+                  {{"cpus_used", 3},
+                   {"cpus_budget", 8},
+                   {"memory_mib_used", 1536},
+                   {"memory_mib_budget", 16384}}}};
+  json version = {{"version", "0.1.0"}, {"api", "1"}, {"protocol", 3}};
+  EXPECT_EQ(DaemonStatusText(health, version, "/run/user/1/abox/aboxd.sock"),
+            "aboxd      running, pid 4242, up 1h2m3s\n"
+            "socket     /run/user/1/abox/aboxd.sock\n"
+            "version    0.1.0 (API 1, guest protocol 3)\n"
+            "sandboxes  2 running\n"
+            "accel      kvm\n"
+            "vCPUs      3 of 8 in use\n"
+            "memory     1.5 GiB of 16 GiB in use\n");
+}
+
+}  // namespace
+}  // namespace abox::cli
