@@ -4,30 +4,42 @@
 
 #include <cstdint>
 #include <functional>
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/store/event_repo.h"
 
 namespace abox::daemon {
 
-// Thread-safe. Listeners run under the bus's lock, on the publisher's thread: they must not
-// block or publish (an http::Stream write only queues).
+// Thread-safe. Events are recorded and delivered in the order they were published, by one
+// thread of the bus, so that publishing costs a request no SQLite write. Listeners run on that
+// thread under the bus's lock: they must not block or publish (an http::Stream write only
+// queues).
 class EventBus final {
  public:
   using Listener = std::function<void(const store::Event&)>;
 
-  explicit EventBus(store::EventRepo& repo) : repo_(&repo) {}
+  explicit EventBus(store::EventRepo& repo);
+  EventBus(const EventBus&) = delete;
+  EventBus& operator=(const EventBus&) = delete;
+  // Records and delivers every event published so far, then stops the thread.
+  ~EventBus();
 
-  // Records the event and hands it to every listener. Failures to record are logged, never
+  // Queues the event for recording and delivery. Failures to record are logged, never
   // returned: an event is a side effect of something that already happened.
   void Publish(absl::string_view sandbox_id, absl::string_view type,
                nlohmann::json payload = nlohmann::json::object());
+  // Waits until every event published before the call was recorded and delivered (tests).
+  void Flush();
 
   // Registers `listener`; with `replay_after` it first gets the kept events with a larger seq
   // (no gap, no duplicate with what follows). `missed` is set when retention dropped some of
@@ -37,10 +49,27 @@ class EventBus final {
   void Unsubscribe(uint64_t handle);
 
  private:
+  struct Pending {
+    std::string sandbox_id;
+    std::string type;
+    nlohmann::json payload;
+    absl::Time time;
+  };
+  void Run();
+  void Deliver(Pending event);  // under mu_
+
   store::EventRepo* repo_;
-  std::mutex mu_;
+  std::mutex mu_;  // listeners and recording
   std::map<uint64_t, Listener> listeners_;
   uint64_t next_ = 1;
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Pending> queue_;  // guarded by queue_mu_
+  uint64_t published_ = 0;     // guarded by queue_mu_
+  uint64_t delivered_ = 0;     // guarded by queue_mu_
+  bool stopping_ = false;      // guarded by queue_mu_
+  std::thread thread_;
 };
 
 }  // namespace abox::daemon
