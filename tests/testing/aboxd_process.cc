@@ -18,7 +18,11 @@ namespace abox::testing {
 
 std::string AboxdBin() {
   const char* bin = std::getenv("ABOXD_BIN");  // NOLINT(concurrency-mt-unsafe)
-  return bin != nullptr ? bin : "aboxd";
+  if (bin != nullptr && bin[0] != '\0') {
+    return bin;
+  }
+  // The build puts every executable side by side: aboxd is next to the abox under test.
+  return (std::filesystem::path(AboxBin()).parent_path() / "aboxd").string();
 }
 
 DaemonHome::DaemonHome() {

@@ -13,7 +13,7 @@
 
 namespace abox::testing {
 
-// Path of the aboxd binary under test (set by CMake through ABOXD_BIN).
+// Path of the aboxd binary under test: $ABOXD_BIN, else the aboxd next to AboxBin().
 std::string AboxdBin();
 
 // A private home for one test: a temp dir with images/ linked to the shared test image
