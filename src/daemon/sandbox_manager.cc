@@ -126,12 +126,13 @@ absl::Status SandboxManager::Recover() {
 absl::StatusOr<SandboxView> SandboxManager::Create(
     const api::SandboxCreate& request, const std::function<void(const SandboxView&)>& accepted) {
   ABOX_ASSIGN_OR_RETURN(vmm::Accel accel, vmm::ParseAccel(request.accel));
-  if (!options_.image_files) {
-    // Fail before reserving anything when the image is missing or stale (the error says how
-    // to build it).
+  // Open (and check) the image before reserving anything: a missing or stale one fails here
+  // with how to build it. The boot then uses these files instead of opening them again.
+  std::optional<image::ImageFiles> files = options_.image_files;
+  if (!files) {
     ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
-    ABOX_RETURN_IF_ERROR(
-        image::OpenImageForBoot(paths, request.image, proto::kProtocolVersion).status());
+    ABOX_ASSIGN_OR_RETURN(files,
+                          image::OpenImageForBoot(paths, request.image, proto::kProtocolVersion));
   }
   std::string id = runtime::NewSandboxId();
   ABOX_ASSIGN_OR_RETURN(std::string run_dir, runtime::SandboxRunDir(id));
@@ -176,7 +177,7 @@ absl::StatusOr<SandboxView> SandboxManager::Create(
   config.accel = accel;
   config.tie_to_caller = false;
   config.boot_timeout = options_.boot_timeout;
-  config.files = options_.image_files;
+  config.files = std::move(files);
   config.on_failure = FailureCallback(id);
   absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<runtime::Sandbox>> sandbox = runtime::Sandbox::Boot(

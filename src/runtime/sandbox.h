@@ -25,7 +25,8 @@ struct SandboxConfig {
   absl::Duration boot_timeout = absl::Seconds(90);
   // The sandbox id (12 lowercase hex characters, see NewSandboxId); empty: a fresh one.
   std::string id;
-  // Boot these files instead of opening `image` from $ABOX_HOME (tests with a fake VMM).
+  // Boot these files instead of opening `image` from $ABOX_HOME (a caller that already opened
+  // and checked them, or tests with a fake VMM).
   std::optional<image::ImageFiles> files;
   // Called once, on the agent's I/O thread, when the agent connection fails after the
   // handshake (the VM died, the guest broke the protocol). Must not block.
