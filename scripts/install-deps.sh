@@ -7,7 +7,7 @@ PACKAGES=(
   # build
   cmake ninja-build g++ clang pkg-config
   libabsl-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libarchive-dev liblz4-dev libzstd-dev libssl-dev libsqlite3-dev libboost-dev
+  libarchive-dev liblz4-dev libzstd-dev nettle-dev libssl-dev libsqlite3-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # tests only: the OpenAPI contract checker (src/api/openapi_check)
   libyaml-cpp-dev
@@ -15,6 +15,10 @@ PACKAGES=(
   libclang-rt-14-dev
   # run: the VMM, disk overlays, and the image builder
   qemu-system-x86 qemu-utils mmdebstrap e2fsprogs kmod lz4 ca-certificates uidmap
+  # run: diff rendering and three-way merges of workspace files (git diff, git merge-file)
+  git
+  # benchmarks only: the floor for workspace sync (rsync between two host directories)
+  rsync
 )
 
 SUDO=()

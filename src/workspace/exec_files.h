@@ -1,0 +1,18 @@
+// Files that make code run somewhere else later: a CI workflow runs on the next push, a
+// Makefile or package.json script on the next build, an editor task when the folder opens, a
+// git hook on the next commit, .envrc when the shell enters the directory. An agent that writes
+// one can run code outside its sandbox, so apply refuses such changes unless the person asks
+// for them by name (--allow-exec-files) after reading them.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace abox::workspace {
+
+// Why `rel` (a valid relative path) is execution-sensitive, or nullopt when it is not.
+[[nodiscard]] std::optional<std::string> ExecSensitiveReason(absl::string_view rel);
+
+}  // namespace abox::workspace

@@ -1,0 +1,34 @@
+// Reading the agent's work back: the guest's manifest of its workspace (`abox-guest ws
+// manifest`), compared with the base the host last synced, and the content of every changed
+// file fetched (`abox-guest ws pack`) into the object store, verified against the manifest's
+// hashes. Only files and symlinks count (directories are implied); nothing under .git/, no
+// secret-looking file, and (in a git tree) no new file the host's .gitignore ignores.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "src/workspace/guest_tools.h"
+#include "src/workspace/manifest.h"
+#include "src/workspace/workspace_state.h"
+
+namespace abox::workspace {
+
+struct GuestChanges {
+  Manifest base;    // the base, files and symlinks only, filtered like `guest`
+  Manifest guest;   // the guest's files and symlinks; changed files' content is in the store
+  ManifestChanges changes;
+  size_t ignored = 0;  // new guest files left out by .gitignore or the secret excludes
+};
+
+// `paths`: only these files or directories (relative to the workspace root); empty = all.
+// A path that names no change and no file on either side is an error.
+[[nodiscard]] absl::StatusOr<GuestChanges> FetchGuestChanges(WorkspaceState& state,
+                                                             GuestTools& tools,
+                                                             const std::vector<std::string>& paths);
+
+// Where the guest keeps its manifest stat cache (a root-only tmpfs).
+inline constexpr char kGuestStatCache[] = "/run/abox/ws-stat-cache";
+
+}  // namespace abox::workspace

@@ -1,0 +1,550 @@
+#include "src/workspace/host_tree.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "src/base/io.h"
+#include "src/base/status_macros.h"
+#include "src/workspace/object_store.h"
+#include "src/workspace/paths.h"
+#include "src/workspace/sha256.h"
+
+namespace abox::workspace {
+
+// The directory that holds a path's last component. `fd` is invalid when a directory on the
+// way is missing (only when not creating); `blocked_by` names a non-directory on the way.
+struct HostTree::Parent {
+  base::UniqueFd fd;
+  std::string leaf;
+  std::string blocked_by;
+};
+
+namespace {
+
+constexpr absl::string_view kTempPrefix = ".abox-tmp-";
+
+std::string TypeName(mode_t mode) {
+  if (S_ISFIFO(mode)) {
+    return "fifo";
+  }
+  if (S_ISSOCK(mode)) {
+    return "socket";
+  }
+  if (S_ISCHR(mode)) {
+    return "character device";
+  }
+  if (S_ISBLK(mode)) {
+    return "block device";
+  }
+  return "special file";
+}
+
+std::string RandomHex(size_t bytes) {
+  unsigned char buf[16] = {};
+  bytes = std::min(bytes, sizeof(buf));
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = ::getrandom(buf + got, bytes - got, 0);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      std::abort();  // getrandom(2) cannot fail for small requests once the pool is ready
+    }
+    got += static_cast<size_t>(n);
+  }
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) {
+    absl::StrAppend(&out, absl::Hex(buf[i], absl::kZeroPad2));
+  }
+  return out;
+}
+
+absl::Status Shown(absl::Status status, absl::string_view rel, absl::string_view what) {
+  return base::Annotate(status, absl::StrCat(what, " '", EscapePath(rel), "'"));
+}
+
+absl::Status FsyncDirFd(int dir_fd) {
+  base::UniqueFd fd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
+    return base::ErrnoError("open(directory for fsync)");
+  }
+  if (::fsync(fd.get()) != 0) {
+    return base::ErrnoError("fsync(directory)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SymlinkRefused(absl::string_view rel, absl::string_view link) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refused path '", EscapePath(rel), "': '", EscapePath(link),
+      "' is a symbolic link on the host, and abox follows no symlink inside the workspace (a "
+      "write through it could land outside the tree); replace the link with a directory or "
+      "leave this path out"));
+}
+
+}  // namespace
+
+std::string HostState::Describe() const {
+  switch (kind) {
+    case Kind::kAbsent:
+      return "absent";
+    case Kind::kFile:
+      return absl::StrFormat("file %04o %d bytes", mode, size);
+    case Kind::kSymlink:
+      return absl::StrCat("symlink -> ", EscapePath(link_target));
+    case Kind::kDir:
+      return "directory";
+    case Kind::kOther:
+      return other_type;
+  }
+  return "?";
+}
+
+absl::StatusOr<HostTree> HostTree::Open(const std::string& root, const HostTreeOptions& options) {
+  if (root.empty() || root.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workspace root '", root, "' must be an absolute path"));
+  }
+  base::UniqueFd fd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
+    return base::Annotate(base::ErrnoError(absl::StrCat("open(", root, ")")),
+                          "cannot open the workspace root (does the directory exist?)");
+  }
+  return HostTree(root, std::move(fd), options);
+}
+
+absl::Status HostTree::CheckPath(absl::string_view rel) {
+  ABOX_RETURN_IF_ERROR(ValidateRelativePath(rel));
+  if (IsUnderGitDir(rel)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("refused path '", EscapePath(rel),
+                     "': abox never writes into .git/ (git's own state stays the person's)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<HostTree::Parent> HostTree::ResolveParent(
+    absl::string_view rel, bool create, std::vector<std::string>* created_dirs) const {
+  Parent out;
+  size_t slash = rel.rfind('/');
+  std::string dir = slash == absl::string_view::npos ? "" : std::string(rel.substr(0, slash));
+  out.leaf = std::string(slash == absl::string_view::npos ? rel : rel.substr(slash + 1));
+  if (dir.empty()) {
+    out.fd.reset(::fcntl(root_fd_.get(), F_DUPFD_CLOEXEC, 0));
+    if (!out.fd) {
+      return base::ErrnoError("fcntl(F_DUPFD_CLOEXEC)");
+    }
+    return out;
+  }
+#ifdef SYS_openat2
+  if (options_.use_openat2) {
+    open_how how{};
+    how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      long fd = ::syscall(SYS_openat2, root_fd_.get(), dir.c_str(), &how, sizeof(how));
+      if (fd >= 0) {
+        out.fd.reset(static_cast<int>(fd));
+        return out;
+      }
+      if (errno == EINTR || errno == EAGAIN) {
+        continue;
+      }
+      // ENOSYS / EPERM (old kernel, seccomp): walk. ENOENT / ELOOP / ENOTDIR / EXDEV: the walk
+      // finds the offending component, names it, and creates missing ones when asked.
+      break;
+    }
+  }
+#endif
+  base::UniqueFd cur(::fcntl(root_fd_.get(), F_DUPFD_CLOEXEC, 0));
+  if (!cur) {
+    return base::ErrnoError("fcntl(F_DUPFD_CLOEXEC)");
+  }
+  std::string walked;
+  for (absl::string_view part : absl::StrSplit(dir, '/')) {
+    std::string name(part);
+    walked = walked.empty() ? name : absl::StrCat(walked, "/", name);
+    struct stat st {};
+    if (::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) {
+        return Shown(base::ErrnoError("fstatat"), walked, "cannot inspect");
+      }
+      if (!create) {
+        return out;  // Missing directory: the path is absent.
+      }
+      if (::mkdirat(cur.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+        return Shown(base::ErrnoError("mkdirat"), walked, "cannot create directory");
+      }
+      if (created_dirs != nullptr) {
+        created_dirs->push_back(walked);
+      }
+      if (::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        return Shown(base::ErrnoError("fstatat"), walked, "cannot inspect");
+      }
+    }
+    if (S_ISLNK(st.st_mode)) {
+      return SymlinkRefused(rel, walked);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      if (create) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot write '", EscapePath(rel), "': '", EscapePath(walked), "' is a ",
+                         S_ISREG(st.st_mode) ? "file" : TypeName(st.st_mode),
+                         " on the host, not a directory; move it away or leave this path out"));
+      }
+      out.blocked_by = walked;
+      return out;
+    }
+    base::UniqueFd next(
+        ::openat(cur.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next) {
+      if (errno == ELOOP || errno == ENOTDIR) {
+        return SymlinkRefused(rel, walked);  // Swapped for a link since the fstatat.
+      }
+      return Shown(base::ErrnoError("openat"), walked, "cannot open directory");
+    }
+    struct stat check {};
+    if (::fstat(next.get(), &check) != 0 || !S_ISDIR(check.st_mode)) {
+      return SymlinkRefused(rel, walked);
+    }
+    cur = std::move(next);
+  }
+  out.fd = std::move(cur);
+  return out;
+}
+
+absl::StatusOr<HostState> HostTree::Read(absl::string_view rel) const {
+  ABOX_RETURN_IF_ERROR(CheckPath(rel));
+  ABOX_ASSIGN_OR_RETURN(Parent parent, ResolveParent(rel, /*create=*/false, nullptr));
+  HostState state;
+  if (!parent.fd) {
+    state.blocked_by = parent.blocked_by;
+    return state;
+  }
+  struct stat st {};
+  if (::fstatat(parent.fd.get(), parent.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      return state;
+    }
+    return Shown(base::ErrnoError("fstatat"), rel, "cannot inspect");
+  }
+  if (S_ISDIR(st.st_mode)) {
+    state.kind = HostState::Kind::kDir;
+  } else if (S_ISLNK(st.st_mode)) {
+    state.kind = HostState::Kind::kSymlink;
+    std::string buf(static_cast<size_t>(st.st_size) + 2, '\0');
+    for (;;) {
+      ssize_t n = ::readlinkat(parent.fd.get(), parent.leaf.c_str(), buf.data(), buf.size());
+      if (n < 0) {
+        return Shown(base::ErrnoError("readlinkat"), rel, "cannot read link");
+      }
+      if (static_cast<size_t>(n) < buf.size()) {
+        buf.resize(static_cast<size_t>(n));
+        break;
+      }
+      buf.resize(buf.size() * 2);
+    }
+    state.link_target = std::move(buf);
+  } else if (S_ISREG(st.st_mode)) {
+    ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenFile(rel));
+    struct stat fst {};
+    if (::fstat(fd.get(), &fst) != 0) {
+      return Shown(base::ErrnoError("fstat"), rel, "cannot inspect");
+    }
+    state.kind = HostState::Kind::kFile;
+    state.mode = fst.st_mode & 07777;
+    ABOX_ASSIGN_OR_RETURN(state.sha256, Sha256Fd(fd.get(), &state.size));
+  } else {
+    state.kind = HostState::Kind::kOther;
+    state.other_type = TypeName(st.st_mode);
+  }
+  return state;
+}
+
+absl::StatusOr<base::UniqueFd> HostTree::OpenFile(absl::string_view rel) const {
+  ABOX_RETURN_IF_ERROR(CheckPath(rel));
+  ABOX_ASSIGN_OR_RETURN(Parent parent, ResolveParent(rel, /*create=*/false, nullptr));
+  if (!parent.fd) {
+    return absl::NotFoundError(absl::StrCat("'", EscapePath(rel), "' does not exist on the host"));
+  }
+  // O_NONBLOCK: a fifo swapped in after a check must not hang the daemon.
+  base::UniqueFd fd(::openat(parent.fd.get(), parent.leaf.c_str(),
+                             O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (!fd) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("'", EscapePath(rel), "' does not exist on the host"));
+    }
+    return Shown(base::ErrnoError("openat"), rel, "cannot open");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    return Shown(base::ErrnoError("fstat"), rel, "cannot inspect");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", EscapePath(rel), "' is not a regular file on the host"));
+  }
+  int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return base::ErrnoError("fcntl(F_SETFL)");
+  }
+  return fd;
+}
+
+absl::StatusOr<std::vector<std::string>> HostTree::List(absl::string_view rel) const {
+  base::UniqueFd dir_fd;
+  if (rel.empty()) {
+    dir_fd.reset(::openat(root_fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  } else {
+    ABOX_RETURN_IF_ERROR(CheckPath(rel));
+    ABOX_ASSIGN_OR_RETURN(Parent parent, ResolveParent(rel, /*create=*/false, nullptr));
+    if (!parent.fd) {
+      return absl::NotFoundError(absl::StrCat("'", EscapePath(rel), "' is not a directory"));
+    }
+    dir_fd.reset(::openat(parent.fd.get(), parent.leaf.c_str(),
+                          O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  }
+  if (!dir_fd) {
+    return Shown(base::ErrnoError("openat"), rel, "cannot list directory");
+  }
+  DIR* d = ::fdopendir(dir_fd.get());
+  if (d == nullptr) {
+    return Shown(base::ErrnoError("fdopendir"), rel, "cannot list directory");
+  }
+  (void)dir_fd.release();  // Owned by the DIR stream now.
+  absl::Cleanup close_dir = [d] { ::closedir(d); };
+  std::vector<std::string> names;
+  errno = 0;
+  while (dirent* de = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe): private stream
+    std::string name = de->d_name;
+    if (name != "." && name != "..") {
+      names.push_back(std::move(name));
+    }
+  }
+  if (errno != 0) {
+    return Shown(base::ErrnoError("readdir"), rel, "cannot list directory");
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::Status HostTree::WriteWith(
+    absl::string_view rel, const std::function<absl::Status(int dir_fd, const char* tmp)>& make,
+    std::vector<std::string>* created_dirs) {
+  ABOX_RETURN_IF_ERROR(CheckPath(rel));
+  ABOX_ASSIGN_OR_RETURN(Parent parent, ResolveParent(rel, /*create=*/true, created_dirs));
+  struct stat st {};
+  if (::fstatat(parent.fd.get(), parent.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to replace '", EscapePath(rel), "': it is a ",
+        S_ISDIR(st.st_mode) ? "directory" : TypeName(st.st_mode),
+        " on the host, and abox only replaces files and symlinks; move it away first"));
+  }
+  std::string tmp = absl::StrCat(kTempPrefix, RandomHex(8));
+  bool renamed = false;
+  absl::Cleanup remove_tmp = [&] {
+    if (!renamed) {
+      ::unlinkat(parent.fd.get(), tmp.c_str(), 0);
+    }
+  };
+  ABOX_RETURN_IF_ERROR(Shown(make(parent.fd.get(), tmp.c_str()), rel, "cannot write"));
+  if (::renameat(parent.fd.get(), tmp.c_str(), parent.fd.get(), parent.leaf.c_str()) != 0) {
+    return Shown(base::ErrnoError("renameat"), rel, "cannot write");
+  }
+  renamed = true;
+  return Shown(FsyncDirFd(parent.fd.get()), rel, "cannot sync the directory of");
+}
+
+namespace {
+
+// Creates temp file `tmp` in `dir_fd` (O_EXCL, 0600), lets `fill` write it, sets `mode` and
+// fsyncs it.
+absl::Status MakeTempFile(int dir_fd, const char* tmp, uint32_t mode,
+                          const std::function<absl::Status(int fd)>& fill) {
+  base::UniqueFd fd(
+      ::openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) {
+    return base::ErrnoError("openat(temp file)");
+  }
+  ABOX_RETURN_IF_ERROR(fill(fd.get()));
+  if (::fchmod(fd.get(), mode & 0777) != 0) {
+    return base::ErrnoError("fchmod");
+  }
+  if (::fsync(fd.get()) != 0) {
+    return base::ErrnoError("fsync");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status HostTree::WriteFile(absl::string_view rel, absl::string_view content, uint32_t mode,
+                                 std::vector<std::string>* created_dirs) {
+  return WriteWith(
+      rel,
+      [&](int dir_fd, const char* tmp) {
+        return MakeTempFile(dir_fd, tmp, mode, [&](int fd) {
+          return base::WriteAll(fd, {content.data(), content.size()});
+        });
+      },
+      created_dirs);
+}
+
+absl::Status HostTree::WriteObject(absl::string_view rel, const ObjectStore& objects,
+                                   absl::string_view sha256, uint32_t mode,
+                                   std::vector<std::string>* created_dirs) {
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd src, objects.OpenObject(sha256));
+  return WriteWith(
+      rel,
+      [&](int dir_fd, const char* tmp) {
+        return MakeTempFile(dir_fd, tmp, mode, [&](int fd) -> absl::Status {
+          Sha256 hasher;
+          std::vector<char> buf(1 << 16);
+          for (;;) {
+            ABOX_ASSIGN_OR_RETURN(size_t n, base::ReadSome(src.get(), buf.data(), buf.size()));
+            if (n == 0) {
+              break;
+            }
+            hasher.Update(absl::string_view(buf.data(), n));
+            ABOX_RETURN_IF_ERROR(base::WriteAll(fd, {buf.data(), n}));
+          }
+          std::string got = hasher.Finish();
+          if (got != sha256) {
+            return absl::DataLossError(absl::StrCat("object ", sha256, " in ", objects.dir(),
+                                                    " is corrupt (it hashes to ", got, ")"));
+          }
+          return absl::OkStatus();
+        });
+      },
+      created_dirs);
+}
+
+absl::Status HostTree::WriteSymlink(absl::string_view rel, absl::string_view target,
+                                    std::vector<std::string>* created_dirs) {
+  if (target.empty() || target.size() > 4096 || target.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "refusing symlink '", EscapePath(rel), "': its target is empty, too long or has a NUL"));
+  }
+  std::string target_str(target);
+  return WriteWith(
+      rel,
+      [&](int dir_fd, const char* tmp) -> absl::Status {
+        if (::symlinkat(target_str.c_str(), dir_fd, tmp) != 0) {
+          return base::ErrnoError("symlinkat");
+        }
+        return absl::OkStatus();
+      },
+      created_dirs);
+}
+
+absl::Status HostTree::MakeDir(absl::string_view rel, std::vector<std::string>* created_dirs) {
+  ABOX_RETURN_IF_ERROR(CheckPath(rel));
+  ABOX_ASSIGN_OR_RETURN(Parent parent, ResolveParent(rel, /*create=*/true, created_dirs));
+  if (::mkdirat(parent.fd.get(), parent.leaf.c_str(), 0755) == 0) {
+    if (created_dirs != nullptr) {
+      created_dirs->emplace_back(rel);
+    }
+    return Shown(FsyncDirFd(parent.fd.get()), rel, "cannot sync the directory of");
+  }
+  if (errno != EEXIST) {
+    return Shown(base::ErrnoError("mkdirat"), rel, "cannot create directory");
+  }
+  struct stat st {};
+  if (::fstatat(parent.fd.get(), parent.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return Shown(base::ErrnoError("fstatat"), rel, "cannot inspect");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot create directory '", EscapePath(rel), "': a ",
+        S_ISLNK(st.st_mode) ? "symlink" : (S_ISREG(st.st_mode) ? "file" : TypeName(st.st_mode)),
+        " is in the way on the host"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostTree::Remove(absl::string_view rel) {
+  ABOX_RETURN_IF_ERROR(CheckPath(rel));
+  ABOX_ASSIGN_OR_RETURN(Parent parent, ResolveParent(rel, /*create=*/false, nullptr));
+  if (!parent.fd) {
+    return absl::OkStatus();  // Already absent.
+  }
+  struct stat st {};
+  if (::fstatat(parent.fd.get(), parent.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      return absl::OkStatus();
+    }
+    return Shown(base::ErrnoError("fstatat"), rel, "cannot inspect");
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("refusing to remove '", EscapePath(rel), "': it is a ",
+                     S_ISDIR(st.st_mode) ? "directory" : TypeName(st.st_mode),
+                     " on the host; abox removes only files and symlinks"));
+  }
+  if (::unlinkat(parent.fd.get(), parent.leaf.c_str(), 0) != 0 && errno != ENOENT) {
+    return Shown(base::ErrnoError("unlinkat"), rel, "cannot remove");
+  }
+  return Shown(FsyncDirFd(parent.fd.get()), rel, "cannot sync the directory of");
+}
+
+absl::Status HostTree::RemoveEmptyDir(absl::string_view rel) {
+  ABOX_RETURN_IF_ERROR(CheckPath(rel));
+  ABOX_ASSIGN_OR_RETURN(Parent parent, ResolveParent(rel, /*create=*/false, nullptr));
+  if (!parent.fd) {
+    return absl::OkStatus();
+  }
+  struct stat st {};
+  if (::fstatat(parent.fd.get(), parent.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      return absl::OkStatus();
+    }
+    return Shown(base::ErrnoError("fstatat"), rel, "cannot inspect");
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("refusing to remove '", EscapePath(rel), "' as a directory: it is not one"));
+  }
+  if (::unlinkat(parent.fd.get(), parent.leaf.c_str(), AT_REMOVEDIR) != 0) {
+    if (errno == ENOTEMPTY || errno == EEXIST) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("directory '", EscapePath(rel), "' is not empty on the host"));
+    }
+    if (errno != ENOENT) {
+      return Shown(base::ErrnoError("unlinkat"), rel, "cannot remove directory");
+    }
+  }
+  return Shown(FsyncDirFd(parent.fd.get()), rel, "cannot sync the directory of");
+}
+
+absl::Status HostTree::RemoveStaleTemps(absl::string_view rel) {
+  auto names = List(rel);
+  if (absl::IsNotFound(names.status())) {
+    return absl::OkStatus();
+  }
+  ABOX_RETURN_IF_ERROR(names.status());
+  for (const std::string& name : *names) {
+    if (absl::StartsWith(name, kTempPrefix)) {
+      ABOX_RETURN_IF_ERROR(Remove(rel.empty() ? name : absl::StrCat(rel, "/", name)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace abox::workspace
