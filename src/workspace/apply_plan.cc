@@ -125,7 +125,11 @@ class Planner {
     ABOX_RETURN_IF_ERROR(CheckReplacedDirs(plan));
     ABOX_RETURN_IF_ERROR(CheckContent(plan));
     for (PlannedChange& c : plan.changes) {
-      if (auto reason = ExecSensitiveReason(c.path); reason && c.Writes()) {
+      std::optional<std::string> reason = ExecSensitiveReason(c.path);
+      if (!reason && c.result.kind == PathState::Kind::kSymlink) {
+        reason = SymlinkEscapeReason(c.path, c.result.link_target);
+      }
+      if (reason && c.Writes()) {
         c.exec_sensitive = true;
         if (!options_.allow_exec_files) {
           c.action = Action::kSkipExecFile;

@@ -1,8 +1,12 @@
 #include "src/workspace/exec_files.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "src/workspace/paths.h"
 
 namespace abox::workspace {
 namespace {
@@ -113,6 +117,25 @@ std::optional<std::string> ExecSensitiveReason(absl::string_view rel) {
     }
     if (hit) {
       return std::string(rule.reason);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> SymlinkEscapeReason(absl::string_view rel, absl::string_view target) {
+  std::string shown = EscapePath(target);
+  if (absl::StartsWith(target, "/")) {
+    return absl::StrCat("a symlink to an absolute path (", shown, ") outside the workspace");
+  }
+  // Depth of the link's directory, then walk the target's components.
+  int depth = static_cast<int>(std::count(rel.begin(), rel.end(), '/'));
+  for (absl::string_view part : absl::StrSplit(target, '/', absl::SkipEmpty())) {
+    if (part == "..") {
+      if (--depth < 0) {
+        return absl::StrCat("a symlink pointing outside the workspace (", shown, ")");
+      }
+    } else if (part != ".") {
+      ++depth;
     }
   }
   return std::nullopt;

@@ -15,4 +15,10 @@ namespace abox::workspace {
 // Why `rel` (a valid relative path) is execution-sensitive, or nullopt when it is not.
 [[nodiscard]] std::optional<std::string> ExecSensitiveReason(absl::string_view rel);
 
+// Why a symlink at `rel` with `target` needs the same explicit flag: it points outside the
+// workspace (an absolute target, or one whose ".." climbs above the root), so the person's
+// tools that follow it would read or write elsewhere. nullopt for a link that stays inside.
+[[nodiscard]] std::optional<std::string> SymlinkEscapeReason(absl::string_view rel,
+                                                             absl::string_view target);
+
 }  // namespace abox::workspace

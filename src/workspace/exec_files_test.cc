@@ -70,3 +70,19 @@ TEST(ExecFilesTest, ClassifiesByTable) {
 
 }  // namespace
 }  // namespace abox::workspace
+
+namespace abox::workspace {
+namespace {
+
+TEST(SymlinkEscapeTest, LinksThatLeaveTheWorkspaceNeedTheFlag) {
+  EXPECT_TRUE(SymlinkEscapeReason("etc-link", "/etc").has_value());
+  EXPECT_TRUE(SymlinkEscapeReason("a", "../outside").has_value());
+  EXPECT_TRUE(SymlinkEscapeReason("a/b/c", "../../../x").has_value());
+  EXPECT_TRUE(SymlinkEscapeReason("a/b", "c/../../../x").has_value());
+  EXPECT_FALSE(SymlinkEscapeReason("a/b/c", "../../x").has_value());
+  EXPECT_FALSE(SymlinkEscapeReason("link", "target.txt").has_value());
+  EXPECT_FALSE(SymlinkEscapeReason("a/link", "./b/../c").has_value());
+}
+
+}  // namespace
+}  // namespace abox::workspace

@@ -1,0 +1,198 @@
+// Workspace routes: /v1/sandboxes/{id}/sync, /diff, /apply, /pull; /v1/artifacts and undo.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "src/api/errors.h"
+#include "src/api/json_body.h"
+#include "src/api/resource_json.h"
+#include "src/base/status_macros.h"
+#include "src/daemon/handlers/query.h"
+#include "src/daemon/handlers/services.h"
+#include "src/daemon/handlers/workspace_json.h"
+
+namespace abox::daemon {
+namespace {
+
+using http::Request;
+using http::Responder;
+
+absl::StatusOr<nlohmann::json> BodyObject(const Request& req) {
+  if (absl::StripAsciiWhitespace(req.body).empty()) {
+    return nlohmann::json::object();
+  }
+  return api::ParseObject(std::string_view(req.body.data(), req.body.size()));
+}
+
+absl::StatusOr<ApplyRequest> DecodeApply(const Request& req) {
+  ABOX_ASSIGN_OR_RETURN(nlohmann::json body, BodyObject(req));
+  api::Reader r(body);
+  ApplyRequest a;
+  std::string conflicts = "refuse";
+  r.OptionalStringArray("paths", &a.paths, 100000);
+  r.OptionalBool("dry_run", &a.dry_run);
+  r.OptionalString("conflicts", &conflicts, 16);
+  r.OptionalBool("allow_exec_files", &a.allow_exec_files);
+  ABOX_RETURN_IF_ERROR(r.Finish());
+  if (conflicts != "refuse" && conflicts != "markers") {
+    return api::FieldError("conflicts", "conflicts must be \"refuse\" or \"markers\"");
+  }
+  a.markers = conflicts == "markers";
+  return a;
+}
+
+absl::StatusOr<PullRequest> DecodePull(const Request& req) {
+  ABOX_ASSIGN_OR_RETURN(nlohmann::json body, BodyObject(req));
+  api::Reader r(body);
+  PullRequest p;
+  r.RequiredStringArray("paths", &p.paths, 1, 100000);
+  r.OptionalString("to", &p.to, 4096);
+  r.OptionalBool("force", &p.force);
+  ABOX_RETURN_IF_ERROR(r.Finish());
+  return p;
+}
+
+// Runs a workspace operation through the sandbox's guest tools on a blocking handler thread.
+template <typename Fn>
+void WithTools(Services& services, Request& req, Responder& res, Fn fn) {
+  absl::Status s = services.manager->WithGuestTools(
+      req.Param("id"), [&](const store::SandboxRecord& record, workspace::GuestTools& tools) {
+        return fn(record.id, tools);
+      });
+  if (!s.ok() && !res.responded()) {
+    res.Error(s);
+  }
+}
+
+}  // namespace
+
+absl::Status AddWorkspaceRoutes(http::Router& router, Services& services) {
+  Services* svc = &services;
+  if (services.workspaces == nullptr) {
+    // The routes exist (the API is the same everywhere); without the service they say so.
+    for (const auto& [method, path] : std::vector<std::pair<const char*, const char*>>{
+             {"POST", "/v1/sandboxes/{id}/sync"},
+             {"GET", "/v1/sandboxes/{id}/diff"},
+             {"POST", "/v1/sandboxes/{id}/apply"},
+             {"POST", "/v1/sandboxes/{id}/pull"},
+             {"GET", "/v1/artifacts"},
+             {"POST", "/v1/artifacts/{artifact}/undo"}}) {
+      ABOX_RETURN_IF_ERROR(router.Add(method, path, [](Request&, Responder& res) {
+        res.Error(absl::UnimplementedError("this aboxd runs without workspaces"));
+      }));
+    }
+    return absl::OkStatus();
+  }
+  ABOX_RETURN_IF_ERROR(router.Add(
+      "POST", "/v1/sandboxes/{id}/sync",
+      [svc](Request& req, Responder& res) {
+        if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
+          return res.Error(s);
+        }
+        WithTools(*svc, req, res, [&](const std::string& id, workspace::GuestTools& tools) {
+          ABOX_ASSIGN_OR_RETURN(workspace::SyncReport report, svc->workspaces->Sync(id, tools));
+          res.Json(200, SyncReportToJson(report));
+          return absl::OkStatus();
+        });
+      },
+      {.blocking = true}));
+
+  ABOX_RETURN_IF_ERROR(router.Add(
+      "GET", "/v1/sandboxes/{id}/diff",
+      [svc](Request& req, Responder& res) {
+        absl::Status query = CheckQuery(req, {"path", "stat", "context"});
+        absl::StatusOr<bool> stat = QueryBool(req, "stat", false);
+        absl::StatusOr<int64_t> context = QueryInt(req, "context", 3, 0, 1000);
+        for (const absl::Status& s : {query, stat.status(), context.status()}) {
+          if (!s.ok()) {
+            return res.Error(s);
+          }
+        }
+        workspace::DiffOptions options;
+        options.patches = !*stat;
+        options.context_lines = static_cast<int>(*context);
+        std::vector<std::string> paths = req.QueryAll("path");
+        WithTools(*svc, req, res, [&](const std::string& id, workspace::GuestTools& tools) {
+          ABOX_ASSIGN_OR_RETURN(DiffOutcome diff, svc->workspaces->Diff(id, tools, paths, options));
+          res.Json(200, DiffToJson(diff));
+          return absl::OkStatus();
+        });
+      },
+      {.blocking = true}));
+
+  ABOX_RETURN_IF_ERROR(router.Add(
+      "POST", "/v1/sandboxes/{id}/apply",
+      [svc](Request& req, Responder& res) {
+        absl::Status query = CheckQuery(req, {});
+        absl::StatusOr<ApplyRequest> request = DecodeApply(req);
+        if (!query.ok() || !request.ok()) {
+          return res.Error(!query.ok() ? query : request.status());
+        }
+        WithTools(*svc, req, res, [&](const std::string& id, workspace::GuestTools& tools) {
+          ABOX_ASSIGN_OR_RETURN(ApplyOutcome out, svc->workspaces->Apply(id, tools, *request));
+          RespondApply(res, out);
+          return absl::OkStatus();
+        });
+      },
+      {.blocking = true}));
+
+  ABOX_RETURN_IF_ERROR(router.Add(
+      "POST", "/v1/sandboxes/{id}/pull",
+      [svc](Request& req, Responder& res) {
+        absl::Status query = CheckQuery(req, {});
+        absl::StatusOr<PullRequest> request = DecodePull(req);
+        if (!query.ok() || !request.ok()) {
+          return res.Error(!query.ok() ? query : request.status());
+        }
+        WithTools(*svc, req, res, [&](const std::string& id, workspace::GuestTools& tools) {
+          ABOX_ASSIGN_OR_RETURN(ApplyOutcome out, svc->workspaces->Pull(id, tools, *request));
+          RespondApply(res, out);
+          return absl::OkStatus();
+        });
+      },
+      {.blocking = true}));
+
+  ABOX_RETURN_IF_ERROR(router.Add(
+      "GET", "/v1/artifacts",
+      [svc](Request& req, Responder& res) {
+        if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
+          return res.Error(s);
+        }
+        absl::StatusOr<std::vector<workspace::ArtifactSummary>> list = svc->workspaces->Artifacts();
+        if (!list.ok()) {
+          return res.Error(list.status());
+        }
+        nlohmann::json items = nlohmann::json::array();
+        for (const workspace::ArtifactSummary& a : *list) {
+          items.push_back(ArtifactToJson(a));
+        }
+        res.Json(200, {{"artifacts", std::move(items)}});
+      },
+      {.blocking = true}));
+
+  ABOX_RETURN_IF_ERROR(router.Add(
+      "POST", "/v1/artifacts/{artifact}/undo",
+      [svc](Request& req, Responder& res) {
+        if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
+          return res.Error(s);
+        }
+        absl::StatusOr<nlohmann::json> body = BodyObject(req);
+        if (!body.ok()) {
+          return res.Error(body.status());
+        }
+        api::Reader r(*body);
+        bool force = false;
+        r.OptionalBool("force", &force);
+        if (absl::Status s = r.Finish(); !s.ok()) {
+          return res.Error(s);
+        }
+        absl::StatusOr<workspace::UndoResult> undone =
+            svc->workspaces->Undo(req.Param("artifact"), force);
+        if (!undone.ok()) {
+          return res.Error(undone.status());
+        }
+        res.Json(200, UndoToJson(*undone));
+      },
+      {.blocking = true}));
+  return absl::OkStatus();
+}
+
+}  // namespace abox::daemon

@@ -1,0 +1,18 @@
+// JSON for the workspace routes (docs/openapi.yaml: SyncReport, Diff, ApplyResult, Artifact).
+#pragma once
+
+#include "nlohmann/json.hpp"
+#include "src/daemon/http/responder.h"
+#include "src/daemon/workspace_service.h"
+
+namespace abox::daemon {
+
+[[nodiscard]] nlohmann::json SyncReportToJson(const workspace::SyncReport& report);
+[[nodiscard]] nlohmann::json DiffToJson(const DiffOutcome& diff);
+[[nodiscard]] nlohmann::json ArtifactToJson(const workspace::ArtifactSummary& artifact);
+[[nodiscard]] nlohmann::json UndoToJson(const workspace::UndoResult& undo);
+[[nodiscard]] nlohmann::json ApplyToJson(const ApplyOutcome& outcome);
+// 200 with ApplyToJson for a plan that went through (or a dry run).
+void RespondApply(http::Responder& res, const ApplyOutcome& outcome);
+
+}  // namespace abox::daemon

