@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the release build and prints the Markdown tables that go into
 # docs/BENCHMARKS.md (raw numbers in build/release/bench-*.json).
-#   bench/run.sh [runtime|daemon|all]   (default: all)
+#   bench/run.sh [runtime|daemon|workspace|all]   (default: all)
 #   RUNS  cold `abox run` repetitions (default 15)
 # Uses the image of $ABOX_HOME (default ~/.local/share/abox); the daemon bench runs its own
 # aboxd in a private home whose images/ links there, and removes everything it created.
@@ -9,22 +9,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-all}"
 case "$which" in
-  runtime | daemon | all) ;;
-  *) echo "usage: bench/run.sh [runtime|daemon|all]" >&2; exit 2 ;;
+  runtime | daemon | workspace | all) ;;
+  *) echo "usage: bench/run.sh [runtime|daemon|workspace|all]" >&2; exit 2 ;;
 esac
 preset=release
 bin="build/$preset/bin"
 targets=(abox abox-shim abox-guest)
-if [[ "$which" != daemon ]]; then targets+=(runtime_bench); fi
-if [[ "$which" != runtime ]]; then targets+=(aboxd daemon_bench); fi
+case "$which" in
+  runtime) targets+=(runtime_bench) ;;
+  daemon) targets+=(aboxd daemon_bench) ;;
+  workspace) targets+=(workspace_bench) ;;
+  all) targets+=(runtime_bench aboxd daemon_bench workspace_bench) ;;
+esac
 cmake --build --preset "$preset" --target "${targets[@]}" >/dev/null
 "$bin/abox" image build >/dev/null
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) cores, $(qemu-system-x86_64 --version | head -1)"
-if [[ "$which" != daemon ]]; then
+if [[ "$which" == runtime || "$which" == all ]]; then
   "$bin/runtime_bench" --runs "${RUNS:-15}" --abox "$bin/abox" \
     --json "build/$preset/bench-runtime.json"
 fi
-if [[ "$which" != runtime ]]; then
+if [[ "$which" == daemon || "$which" == all ]]; then
   "$bin/daemon_bench" --aboxd "$bin/aboxd" --abox "$bin/abox" \
     --json "build/$preset/bench-daemon.json"
+fi
+if [[ "$which" == workspace || "$which" == all ]]; then
+  "$bin/workspace_bench" --runs "${RUNS:-15}" --json "build/$preset/bench-workspace.json"
 fi

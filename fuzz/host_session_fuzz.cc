@@ -1,7 +1,10 @@
 // libFuzzer target for the host's parser of guest bytes: frames, handshake, JSON messages,
-// credit accounting. Everything the guest sends goes through HostSession::OnBytes.
+// credit accounting, guest-opened tunnels. Everything the guest sends goes through
+// HostSession::OnBytes.
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 
 #include "src/proto/host_session.h"
 
@@ -15,13 +18,36 @@ struct NullSink : abox::proto::ExecSink {
   void OnReset(absl::string_view) override {}
 };
 
+struct NullTunnel : abox::proto::TunnelSink {
+  size_t bytes = 0;
+  void OnData(absl::string_view d) override { bytes += d.size(); }
+  void OnEof() override {}
+  void OnReset(absl::string_view) override {}
+};
+
+// Accepts tunnels on ids divisible by 4 and refuses the others, so both paths are reached.
+struct Acceptor : abox::proto::TunnelAcceptor {
+  std::map<uint32_t, std::unique_ptr<NullTunnel>> tunnels;
+  absl::StatusOr<abox::proto::TunnelSink*> OnTunnelOpen(
+      uint32_t stream, const abox::proto::TunnelRequest&) override {
+    if (stream % 4 != 0) {
+      return absl::PermissionDeniedError("refused");
+    }
+    auto& t = tunnels[stream];
+    t = std::make_unique<NullTunnel>();
+    return t.get();
+  }
+};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace abox::proto;
   absl::Time now = absl::FromUnixSeconds(1);
   NullSink sinks[3];
+  Acceptor acceptor;  // declared first: outlives the session that holds its sinks
   HostSession s{HostSession::Options{}};
+  s.set_tunnel_acceptor(&acceptor);
   s.Start(now);
   absl::string_view input(reinterpret_cast<const char*>(data), size);
   // Half the inputs start from an established session with three open execs, so the fuzzer
@@ -50,6 +76,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     input.remove_prefix(n);
     s.ConsumedOutput(1, 4096);
     (void)s.SendStdin(3, "abc");
+    s.ConsumedTunnel(4, 4096);
+    (void)s.SendTunnel(4, "xyz");
+    if (input.size() % 7 == 0) {
+      s.CloseTunnel(8);
+      s.ResetTunnel(12, "host reset");
+    }
     now += absl::Seconds(1);
     (void)s.Tick(now);
   }

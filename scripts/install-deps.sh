@@ -19,6 +19,8 @@ PACKAGES=(
   git
   # benchmarks only: the floor for workspace sync (rsync between two host directories)
   rsync
+  # tests only: the loopback upstreams of the egress tests (openssl s_server, python3 http.server)
+  openssl python3
 )
 
 SUDO=()

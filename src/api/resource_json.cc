@@ -83,7 +83,40 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
   r.OptionalInt("ttl_seconds", &c.ttl_seconds, 0, int64_t{10} * 365 * 86400);
   r.OptionalInt("idle_timeout_seconds", &c.idle_timeout_seconds, 0, int64_t{10} * 365 * 86400);
   r.OptionalString("accel", &c.accel, 16);
+  r.OptionalObject("workspace", [&](Reader& w) {
+    WorkspaceSpec spec;
+    w.RequiredString("path", &spec.path, 4096);
+    w.OptionalString("guest_path", &spec.guest_path, 4096);
+    w.OptionalStringArray("exclude", &spec.exclude, 256);
+    w.OptionalStringArray("include", &spec.include, 256);
+    c.workspace = std::move(spec);
+  });
+  r.OptionalObject("egress", [&](Reader& e) {
+    EgressSpec spec;
+    e.OptionalString("mode", &spec.mode, 16);
+    e.OptionalStringArray("allow", &spec.allow, 1024);
+    c.egress = std::move(spec);
+  });
+  r.OptionalObject("setup", [&](Reader& s) {
+    SetupSpec spec;
+    s.RequiredStringArray("commands", &spec.commands, 1, 64);
+    s.OptionalStringArray("allow", &spec.allow, 1024);
+    c.setup = std::move(spec);
+  });
   ABOX_RETURN_IF_ERROR(r.Finish());
+  if (c.egress && c.egress->mode && *c.egress->mode != "none" &&
+      *c.egress->mode != "allowlist" && *c.egress->mode != "open") {
+    return FieldError("egress.mode", absl::StrCat("egress mode must be none, allowlist or open, "
+                                                  "not \"",
+                                                  absl::CHexEscape(*c.egress->mode), "\""));
+  }
+  if (c.setup) {
+    for (size_t i = 0; i < c.setup->commands.size(); ++i) {
+      if (absl::StripAsciiWhitespace(c.setup->commands[i]).empty()) {
+        return FieldError(absl::StrCat("setup.commands[", i, "]"), "a setup command is empty");
+      }
+    }
+  }
   if (!c.name.empty()) {
     ABOX_RETURN_IF_ERROR(ValidateSandboxName(c.name));
   }
@@ -117,6 +150,12 @@ nlohmann::json SandboxToJson(const store::SandboxRecord& s, const SandboxLive& l
   };
   if (!s.failure.empty()) {
     j["failure"] = s.failure;
+  }
+  if (!live.workspace.is_null()) {
+    j["workspace"] = live.workspace;
+  }
+  if (!live.egress_mode.empty()) {
+    j["egress"] = {{"mode", live.egress_mode}};
   }
   PutTime(j, "ready_at", s.ready_at);
   PutTime(j, "last_active_at", s.last_active_at);
@@ -161,6 +200,7 @@ absl::StatusOr<ExecCreate> DecodeExecCreate(absl::string_view body) {
     c.pty = std::make_pair(rows, cols);
   });
   r.OptionalBool("kill_on_disconnect", &c.kill_on_disconnect);
+  r.OptionalBool("sync", &c.sync);
   ABOX_RETURN_IF_ERROR(r.Finish());
   if (c.argv.empty() == c.shell.empty()) {
     return FieldError(c.argv.empty() ? "argv" : "shell",

@@ -22,6 +22,27 @@ namespace abox::api {
 [[nodiscard]] std::string FormatApiTime(absl::Time time);
 
 // POST /v1/sandboxes.
+// "workspace" of POST /v1/sandboxes: a host directory synced in as a copy.
+struct WorkspaceSpec {
+  std::string path;                       // host directory
+  std::string guest_path = "/workspace";  // where the guest sees it
+  std::vector<std::string> exclude;       // patterns added to the secret excludes
+  std::vector<std::string> include;       // default exclude patterns taken out
+};
+
+// "egress" of POST /v1/sandboxes: the sandbox's own policy (rules checked by the daemon).
+struct EgressSpec {
+  std::optional<std::string> mode;  // none | allowlist | open; absent: the global mode
+  std::vector<std::string> allow;   // rule texts
+};
+
+// "setup" of POST /v1/sandboxes: commands run (as agent, in the workspace) before the sandbox
+// is ready, with `allow` (rules or preset names) added to its policy only meanwhile.
+struct SetupSpec {
+  std::vector<std::string> commands;
+  std::vector<std::string> allow;
+};
+
 struct SandboxCreate {
   std::string image = "default";
   std::string name;
@@ -31,6 +52,9 @@ struct SandboxCreate {
   int64_t ttl_seconds = 0;
   int64_t idle_timeout_seconds = 0;
   std::string accel = "auto";
+  std::optional<WorkspaceSpec> workspace;
+  std::optional<EgressSpec> egress;
+  std::optional<SetupSpec> setup;
 };
 // Parses and validates a request body (400 naming the field on any problem).
 [[nodiscard]] absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body);
@@ -41,6 +65,11 @@ struct SandboxCreate {
 // Extra, live facts about a sandbox that the table does not hold.
 struct SandboxLive {
   int running_execs = 0;
+  // The bound workspace ({"path","guest_path","last_sync_at","syncs"}), null when none.
+  nlohmann::json workspace;
+  // The egress mode its connections are decided by now ("none", "allowlist", "open"); empty
+  // when unknown.
+  std::string egress_mode;
 };
 [[nodiscard]] nlohmann::json SandboxToJson(const store::SandboxRecord& sandbox,
                                            const SandboxLive& live = {});
@@ -56,6 +85,7 @@ struct ExecCreate {
   bool stdin_open = false;  // "stdin"
   std::optional<std::pair<int64_t, int64_t>> pty;  // rows, cols
   bool kill_on_disconnect = false;
+  bool sync = true;  // sync the bound workspace in first (no-op without one)
 };
 [[nodiscard]] absl::StatusOr<ExecCreate> DecodeExecCreate(absl::string_view body);
 

@@ -3,9 +3,12 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "src/client/api_client.h"
 
 namespace abox::cli {
@@ -22,5 +25,20 @@ int Fail(const absl::Status& status, int exit_code = 1);
 
 // Writes an API answer verbatim to stdout (`--json`), with a final newline.
 void PrintVerbatim(const std::string& body);
+
+// Connects (ConnectToDaemon) and runs `fn` with the client; a connection failure is printed
+// and returns 1.
+template <typename Fn>
+int WithApi(Fn fn) {
+  absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
+  if (!api.ok()) {
+    return Fail(api.status());
+  }
+  return fn(**api);
+}
+
+// The strings of the array member `key` (non-strings skipped; empty when absent).
+[[nodiscard]] std::vector<std::string> JsonStrings(const nlohmann::json& object,
+                                                   absl::string_view key);
 
 }  // namespace abox::cli

@@ -35,6 +35,7 @@ struct ExecOptions {
   std::vector<std::string> argv;
   std::vector<std::string> env_items;
   std::string workdir;
+  bool no_sync = false;
   bool root = false;
   bool tty = false;
   bool no_stdin = false;
@@ -71,6 +72,9 @@ absl::StatusOr<nlohmann::json> ExecRequestBody(const ExecOptions& o) {
   }
   if (!o.workdir.empty()) {
     body["cwd"] = o.workdir;
+  }
+  if (o.no_sync) {
+    body["sync"] = false;
   }
   if (o.root) {
     body["user"] = "root";
@@ -256,8 +260,12 @@ int Exec(const ExecOptions& o) {
 void AddCommonOptions(CLI::App* cmd, ExecOptions* o) {
   cmd->add_option("-e,--env", o->env_items, "Set an environment variable (NAME=VALUE, repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("-w,--workdir", o->workdir,
-                  "Working directory inside the guest (default: the user's home)");
+  cmd->add_option("--workdir", o->workdir,
+                  "Working directory inside the guest (default: the workspace when one is "
+                  "bound, else the user's home)");
+  cmd->add_flag("--no-sync", o->no_sync,
+                "Do not sync the bound workspace in first (it is synced before every command "
+                "by default)");
   cmd->add_flag("--root", o->root,
                 "Run as root in the guest (default: the unprivileged user 'agent')");
 }

@@ -9,6 +9,7 @@
 #include "src/base/version.h"
 #include "src/cli/command.h"
 #include "src/cli/daemon_commands.h"
+#include "src/cli/egress_commands.h"
 #include "src/cli/exec_command.h"
 #include "src/cli/flags.h"
 #include "src/cli/image_commands.h"
@@ -16,6 +17,7 @@
 #include "src/cli/output.h"
 #include "src/cli/run_command.h"
 #include "src/cli/sandbox_commands.h"
+#include "src/cli/workspace_commands.h"
 #include "src/proto/frame.h"
 
 namespace {
@@ -31,7 +33,7 @@ Example: abox run -e FOO=bar --timeout 60 -- sh -c 'echo $FOO; uname -r'
 
 constexpr char kAppFooter[] =
     R"(`abox run` boots a throwaway VM for one command, directly. The other sandbox commands
-(create, exec, shell, ls, inspect, logs, stop, rm, events) talk to aboxd, the per-user
+(create, exec, shell, ls, inspect, logs, stop, rm, events, egress) talk to aboxd, the per-user
 daemon that keeps sandboxes; the first of them starts it (see `abox daemon --help`).
 
 Environment: ABOX_HOME (images, sandboxes, logs; default ~/.local/share/abox),
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
   abox::cli::RunOptions run;
   std::string accel = "auto";
   std::vector<std::string> env_items;
+  std::string run_workspace;
   auto* run_cmd = app.add_subcommand("run", "Boot a fresh microVM, run a command in it, destroy it");
   run_cmd->add_option("--image", run.sandbox.image, "Guest image to boot")->capture_default_str();
   run_cmd->add_option("--cpus", run.sandbox.cpus, "Virtual CPUs")
@@ -84,7 +87,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 31536000.0));
   run_cmd->add_option("-e,--env", env_items, "Set an environment variable (NAME=VALUE)")
       ->allow_extra_args(false);
-  run_cmd->add_option("-w,--workdir", run.workdir,
+  run_cmd->add_option("-w,--workspace", run_workspace,
+                      "Copy this host directory to /workspace in the guest first (the command "
+                      "starts there); the copy goes away with the VM (use abox create -w to "
+                      "bring changes back)");
+  run_cmd->add_option("--workdir", run.workdir,
                       "Working directory inside the guest (default: the user's home)");
   run_cmd->add_flag("--root", run.root, "Run as root in the guest (default: the unprivileged "
                                         "user 'agent')");
@@ -124,6 +131,8 @@ int main(int argc, char** argv) {
   abox::cli::AddSandboxCommands(app, &action);
   abox::cli::AddExecCommands(app, &action, &run_tail, &run_has_separator);
   abox::cli::AddLogCommands(app, &action);
+  abox::cli::AddWorkspaceCommands(app, &action);
+  abox::cli::AddEgressCommands(app, &action);
   abox::cli::AddDaemonCommands(app, &action);
   // Last: subcommands added after it would inherit it.
   app.footer(kAppFooter);
@@ -146,6 +155,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     run.sandbox.accel = *abox::vmm::ParseAccel(accel);
+    if (!run_workspace.empty()) {
+      run.workspace = abox::workspace::Binding{.host_root = run_workspace};
+    }
     return abox::cli::RunInFreshVm(run);
   }
   if (build_cmd->parsed()) {

@@ -1,6 +1,7 @@
 #include "src/cli/run_command.h"
 
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -8,7 +9,13 @@
 #include <optional>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "src/base/fenced_remove.h"
+#include "src/base/status_macros.h"
+#include "src/image/paths.h"
+#include "src/runtime/agent_guest_tools.h"
+#include "src/workspace/sync.h"
 #include "src/base/io.h"
 #include "src/cli/output.h"
 #include "src/cli/terminal.h"
@@ -23,6 +30,41 @@ std::optional<proto::PtySize> PtySize() {
     return std::nullopt;
   }
   return proto::PtySize{size->rows, size->cols};
+}
+
+// `abox run -w`: one sync into the fresh VM, from a throwaway state dir (no base is kept: the
+// VM and its copy go away with the command).
+absl::Status SyncOnce(runtime::Sandbox& sandbox, const workspace::Binding& binding) {
+  ABOX_ASSIGN_OR_RETURN(workspace::Binding checked, workspace::ValidateBinding(binding));
+  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  std::string dir = absl::StrCat(paths.home.string(), "/tmp");
+  (void)::mkdir(dir.c_str(), 0700);
+  dir = absl::StrCat(dir, "/run-workspace-", sandbox.id());
+  absl::Cleanup cleanup = [&] { (void)base::RemoveUnder(paths.home, dir); };
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<workspace::WorkspaceState> state,
+                        workspace::WorkspaceState::Create(dir, checked));
+  runtime::AgentGuestTools tools(sandbox.agent());
+  bool tty = ::isatty(STDERR_FILENO) != 0;
+  ABOX_ASSIGN_OR_RETURN(
+      workspace::SyncReport report,
+      workspace::SyncIn(*state, tools, [&](absl::string_view phase, uint64_t done, uint64_t total) {
+        if (tty && phase == "send" && total > (8 << 20)) {
+          std::fprintf(stderr, "\rabox: syncing %s: %llu/%llu MiB", checked.host_root.c_str(),
+                       static_cast<unsigned long long>(done >> 20),
+                       static_cast<unsigned long long>(total >> 20));
+        }
+      }));
+  if (tty && report.bytes > (8 << 20)) {
+    std::fprintf(stderr, "\r\033[K");
+  }
+  for (const std::string& note : report.notes) {
+    std::fprintf(stderr, "abox: workspace: %s\n", note.c_str());
+  }
+  if (!report.excluded.empty()) {
+    std::fprintf(stderr, "abox: workspace: %zu secret-looking file(s) left out (e.g. %s)\n",
+                 report.excluded.size(), report.excluded.front().c_str());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -45,11 +87,21 @@ int RunInFreshVm(const RunOptions& options) {
     return kExitAboxFailure;
   }
   runtime::Sandbox& sb = **sandbox;
+  if (options.workspace) {
+    if (absl::Status s = SyncOnce(sb, *options.workspace); !s.ok()) {
+      PrintError(s);
+      (void)sb.Destroy();
+      return kExitAboxFailure;
+    }
+  }
 
   proto::ExecRequest request;
   request.argv = options.argv;
   request.env = options.env;
   request.cwd = options.workdir;
+  if (request.cwd.empty() && options.workspace) {
+    request.cwd = options.workspace->guest_path;
+  }
   request.user = options.root ? "root" : "";
   request.timeout_ms = static_cast<uint64_t>(options.timeout_seconds * 1000);
   request.stdin_open = options.forward_stdin;

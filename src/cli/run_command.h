@@ -1,11 +1,13 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "src/cli/exit_status.h"
 #include "src/runtime/sandbox.h"
+#include "src/workspace/workspace_state.h"
 
 namespace abox::cli {
 
@@ -20,6 +22,10 @@ struct RunOptions {
   // our terminal when stdin is one.
   bool tty = false;
   double timeout_seconds = 0;
+  // -w DIR: a copy of this host directory goes to `workspace.guest_path` before the command
+  // runs (and the command starts there unless --workdir says otherwise). The copy dies with
+  // the VM: to bring changes back, use `abox create -w` and `abox apply`.
+  std::optional<workspace::Binding> workspace;
 };
 
 // `abox run`: boots a fresh microVM, runs the command with the terminal's stdin/stdout/stderr,

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -29,6 +31,14 @@ struct CreateOptions {
   std::string accel;
   bool json = false;
   bool no_wait = false;
+  std::string workspace;
+  std::string workspace_path;
+  std::vector<std::string> exclude;
+  std::vector<std::string> include;
+  std::string egress;
+  std::vector<std::string> allow;
+  std::vector<std::string> setup;
+  std::vector<std::string> setup_allow;
 };
 
 int Create(const CreateOptions& o) {
@@ -67,6 +77,41 @@ int Create(const CreateOptions& o) {
   }
   if (!o.accel.empty()) {
     body["accel"] = o.accel;
+  }
+  if (!o.workspace.empty()) {
+    // The daemon runs on this host: it reads the directory by its absolute path.
+    std::error_code ec;
+    std::filesystem::path dir = std::filesystem::absolute(o.workspace, ec);
+    nlohmann::json ws = {{"path", ec ? o.workspace : dir.lexically_normal().string()}};
+    if (!o.workspace_path.empty()) {
+      ws["guest_path"] = o.workspace_path;
+    }
+    if (!o.exclude.empty()) {
+      ws["exclude"] = o.exclude;
+    }
+    if (!o.include.empty()) {
+      ws["include"] = o.include;
+    }
+    body["workspace"] = std::move(ws);
+  } else if (!o.workspace_path.empty() || !o.exclude.empty() || !o.include.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--workspace-path, --exclude and --include need -w/--workspace DIR"));
+  }
+  if (!o.egress.empty() || !o.allow.empty()) {
+    nlohmann::json egress = nlohmann::json::object();
+    if (!o.egress.empty()) {
+      egress["mode"] = o.egress;
+    }
+    if (!o.allow.empty()) {
+      egress["allow"] = o.allow;
+    }
+    body["egress"] = std::move(egress);
+  }
+  if (!o.setup.empty()) {
+    body["setup"] = {{"commands", o.setup}, {"allow", o.setup_allow}};
+  } else if (!o.setup_allow.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "--setup-allow widens the policy for --setup commands: give at least one --setup CMD"));
   }
   absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
   if (!api.ok()) {
@@ -212,6 +257,35 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
   create_cmd
       ->add_option("--accel", create->accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
       ->check(CLI::IsMember({"auto", "kvm", "tcg"}));
+  create_cmd->add_option("-w,--workspace", create->workspace,
+                         "Bind a host directory: a copy goes to /workspace in the guest (synced "
+                         "before every exec); changes come back only with diff / apply / pull");
+  create_cmd->add_option("--workspace-path", create->workspace_path,
+                         "Where the guest sees the workspace (default /workspace)");
+  create_cmd->add_option("--exclude", create->exclude,
+                         "Also keep files matching PATTERN out of the sandbox (repeatable)");
+  create_cmd->add_option("--include", create->include,
+                         "Let files matching this default secret pattern in, e.g. '*.pem' "
+                         "(repeatable; see abox help workspace)");
+  create_cmd
+      ->add_option("--egress", create->egress,
+                   "Network mode: none, allowlist (only --allow rules and the global ones; the "
+                   "default) or open (any public address, logged)")
+      ->check(CLI::IsMember({"none", "allowlist", "open"}));
+  create_cmd
+      ->add_option("--allow", create->allow,
+                   "Allow RULE (repeatable): NAME, *.SUFFIX, NAME:80,443, preset:NAME (pypi, npm, "
+                   "github, debian, ubuntu, crates, go), ADDRESS:PORT")
+      ->allow_extra_args(false);
+  create_cmd
+      ->add_option("--setup", create->setup,
+                   "Run this shell command before the sandbox is ready, e.g. 'npm ci' "
+                   "(repeatable, in order; the create fails if one fails)")
+      ->allow_extra_args(false);
+  create_cmd
+      ->add_option("--setup-allow", create->setup_allow,
+                   "Allow RULE or preset name only while the --setup commands run (repeatable)")
+      ->allow_extra_args(false);
   create_cmd->add_flag("--json", create->json, "Print the created sandbox as the API's JSON");
   create_cmd->add_flag("--no-wait", create->no_wait,
                        "Return as soon as the sandbox is accepted (state creating); follow it "

@@ -154,6 +154,11 @@ absl::StatusOr<ApiResponse> ApiClient::PostBytes(absl::string_view target,
                               std::string(bytes)});
 }
 
+absl::StatusOr<ApiResponse> ApiClient::Put(absl::string_view target, const nlohmann::json& body) {
+  return Exchange(HttpRequest{
+      "PUT", std::string(target), {{"Content-Type", "application/json"}}, DumpJson(body)});
+}
+
 absl::StatusOr<ApiResponse> ApiClient::Delete(absl::string_view target) {
   return Exchange(HttpRequest{"DELETE", std::string(target), {}, ""});
 }

@@ -47,6 +47,9 @@ class ApiClient final {
   // POST with a raw application/octet-stream body (e.g. an exec's stdin).
   [[nodiscard]] absl::StatusOr<ApiResponse> PostBytes(absl::string_view target,
                                                       absl::string_view bytes);
+  // PUT with a JSON body (replaces a resource, e.g. an egress policy).
+  [[nodiscard]] absl::StatusOr<ApiResponse> Put(absl::string_view target,
+                                                const nlohmann::json& body);
   [[nodiscard]] absl::StatusOr<ApiResponse> Delete(absl::string_view target);
 
   // Streaming GETs. Each calls its callback per line / event as it arrives and returns OK when the

@@ -16,6 +16,7 @@
 #include "src/api/openapi_document.h"
 #include "src/base/io.h"
 #include "src/base/version.h"
+#include "src/daemon/egress_service.h"
 #include "src/daemon/event_bus.h"
 #include "src/daemon/handlers/services.h"
 #include "src/daemon/http/server.h"
@@ -25,6 +26,7 @@
 #include "src/image/paths.h"
 #include "src/runtime/sandbox.h"
 #include "src/store/database.h"
+#include "src/store/egress_repo.h"
 #include "src/store/event_repo.h"
 #include "src/store/exec_repo.h"
 #include "src/store/migrations.h"
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
   int max_cpus = 0;
   int max_memory = 0;
   std::string log_level = "info";
+  std::string resolver_override_file;
   app.add_option("--socket", socket_path,
                  "Unix socket to serve (default: $ABOX_SOCKET, else "
                  "$XDG_RUNTIME_DIR/abox/aboxd.sock, else /tmp/abox-UID/aboxd.sock)");
@@ -102,6 +105,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(128, 1 << 30));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
+  app.add_option("--test-resolver-override", resolver_override_file,
+                 "TEST ONLY, never in production: a JSON file {\"name\": [\"127.0.0.1\", ...]} "
+                 "of fixed answers for the egress proxy's host lookups. These answers skip the "
+                 "private-address filter (so hermetic tests reach fake upstreams on loopback); "
+                 "every use is flagged in the egress log");
   // aboxd always runs in the foreground (abox, systemd or the user put it in the background);
   // the flag says so explicitly in `abox daemon start --foreground` and in unit files.
   bool foreground = true;
@@ -174,13 +182,40 @@ int main(int argc, char** argv) {
   if (!vmm.ok()) {
     return Fail(absl::StrCat("cannot set up QEMU: ", vmm.status().message()));
   }
+  abox::daemon::EgressServiceOptions egress_options;
+  if (!resolver_override_file.empty()) {
+    auto text = abox::base::ReadFile(resolver_override_file, 1 << 20);
+    if (!text.ok()) {
+      return Fail(absl::StrCat("cannot read --test-resolver-override ", resolver_override_file,
+                               ": ", text.status().message()));
+    }
+    auto parsed = abox::net::ParseResolverOverride(*text);
+    if (!parsed.ok()) {
+      return Fail(absl::StrCat("--test-resolver-override ", resolver_override_file, ": ",
+                               parsed.status().message()));
+    }
+    egress_options.resolver_override = *std::move(parsed);
+  }
+  abox::store::EgressRepo egress_repo(**db);
+  auto egress = abox::daemon::EgressService::Create(egress_repo, events, egress_options);
+  if (!egress.ok()) {
+    return Fail(absl::StrCat("cannot set up egress: ", egress.status().message()));
+  }
+  auto workspaces = abox::daemon::WorkspaceService::Create(paths->home.string());
+  if (!workspaces.ok()) {
+    return Fail(absl::StrCat("cannot set up workspaces: ", workspaces.status().message()));
+  }
   abox::daemon::SandboxManager manager(
-      {vmm->get(), &sandbox_repo, &exec_repo, &events, &ledger, &timers}, {});
+      {vmm->get(), &sandbox_repo, &exec_repo, &events, &ledger, &timers, workspaces->get(),
+       egress->get()},
+      {});
   abox::daemon::Services services;
   services.manager = &manager;
   services.events = &events;
   services.ledger = &ledger;
   services.timers = &timers;
+  services.workspaces = workspaces->get();
+  services.egress = egress->get();
   services.openapi_yaml = std::string(abox::api::OpenApiYaml());
   abox::daemon::http::Router router;
   if (absl::Status s = abox::daemon::RegisterRoutes(router, services); !s.ok()) {
@@ -189,6 +224,9 @@ int main(int argc, char** argv) {
   auto server = abox::daemon::http::Server::Create(server_options, std::move(router));
   if (!server.ok()) {
     return Fail(std::string(server.status().message()));
+  }
+  if (absl::Status s = (*workspaces)->Recover(); !s.ok()) {
+    return Fail(absl::StrCat("cannot recover interrupted applies: ", s.message()));
   }
   if (absl::Status s = manager.Recover(); !s.ok()) {
     return Fail(absl::StrCat("cannot recover the sandboxes of the previous run: ", s.message()));

@@ -2,11 +2,13 @@
 
 #include <filesystem>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "src/base/fenced_remove.h"
 #include "src/base/io.h"
+#include "src/api/errors.h"
 #include "src/base/status_macros.h"
 #include "src/image/paths.h"
 #include "src/proto/messages.h"
@@ -28,6 +30,24 @@ std::filesystem::path KeptConsoleLog(const std::string& id) {
     return {};
   }
   return paths->home / "logs" / (id + "-console.log");
+}
+
+// Parses the rule texts of request field `field` ("egress.allow"): 400 naming the bad one.
+// `bare_presets`: "npm" means preset:npm (setup.allow takes preset names as they are).
+absl::Status ParseRules(const std::vector<std::string>& texts, absl::string_view field,
+                        bool bare_presets, std::vector<net::Rule>* out) {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::string text = texts[i];
+    if (bare_presets && net::FindPreset(text) != nullptr) {
+      text = absl::StrCat("preset:", text);
+    }
+    absl::StatusOr<net::Rule> rule = net::ParseRule(text);
+    if (!rule.ok()) {
+      return api::FieldError(absl::StrCat(field, "[", i, "]"), rule.status().message());
+    }
+    out->push_back(*std::move(rule));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -66,6 +86,15 @@ api::SandboxLive SandboxManager::LiveOf(const std::string& id) {
       live.running_execs += exec->done() ? 0 : 1;
     }
   }
+  if (deps_.workspaces != nullptr) {
+    live.workspace = deps_.workspaces->Describe(id);
+  }
+  if (deps_.egress != nullptr) {
+    absl::StatusOr<net::EgressPolicy> egress = deps_.egress->Effective(id);
+    if (egress.ok() && egress->mode) {
+      live.egress_mode = std::string(net::ModeName(*egress->mode));
+    }
+  }
   return live;
 }
 
@@ -97,9 +126,21 @@ absl::Status SandboxManager::Recover() {
                             {{"reason", was_booting ? why : "aboxd stopped while stopping it"}});
       continue;
     }
-    absl::StatusOr<std::unique_ptr<runtime::Sandbox>> sandbox = runtime::Sandbox::Attach(
-        *deps_.vmm, r.id, r.run_dir, options_.attach_timeout, FailureCallback(r.id));
+    std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel;
+    if (deps_.egress != nullptr) {
+      if (absl::Status s = deps_.egress->Start(r.id); s.ok()) {
+        on_tunnel = deps_.egress->TunnelHandler(r.id);
+      } else {
+        spdlog::warn("recovery: {}: egress is off for it: {}", r.id, s.ToString());
+      }
+    }
+    absl::StatusOr<std::unique_ptr<runtime::Sandbox>> sandbox =
+        runtime::Sandbox::Attach(*deps_.vmm, r.id, r.run_dir, options_.attach_timeout,
+                                 FailureCallback(r.id), std::move(on_tunnel));
     if (!sandbox.ok()) {
+      if (deps_.egress != nullptr) {
+        deps_.egress->Stop(r.id);
+      }
       std::string why =
           absl::StrCat("the sandbox died while aboxd was not running: ", sandbox.status().message());
       spdlog::warn("recovery: {}: {}", r.id, why);
@@ -134,6 +175,35 @@ absl::StatusOr<SandboxView> SandboxManager::Create(
     ABOX_ASSIGN_OR_RETURN(files,
                           image::OpenImageForBoot(paths, request.image, proto::kProtocolVersion));
   }
+  std::optional<workspace::Binding> binding;
+  if (request.workspace) {
+    if (deps_.workspaces == nullptr) {
+      return absl::UnimplementedError("this aboxd has no workspace support");
+    }
+    workspace::Binding b;
+    b.host_root = request.workspace->path;
+    b.guest_path = request.workspace->guest_path;
+    b.exclude_add = request.workspace->exclude;
+    b.exclude_remove = request.workspace->include;
+    ABOX_ASSIGN_OR_RETURN(binding, workspace::ValidateBinding(std::move(b)));
+  }
+  // Egress rules are checked before anything is reserved: a typo is a 400 naming the rule.
+  std::optional<net::EgressPolicy> egress_policy;
+  std::vector<net::Rule> setup_rules;
+  if ((request.egress || request.setup) && deps_.egress == nullptr) {
+    return absl::UnimplementedError("this aboxd has no egress support");
+  }
+  if (request.egress) {
+    net::EgressPolicy policy;
+    if (request.egress->mode) {
+      ABOX_ASSIGN_OR_RETURN(policy.mode, net::ParseMode(*request.egress->mode));
+    }
+    ABOX_RETURN_IF_ERROR(ParseRules(request.egress->allow, "egress.allow", false, &policy.allow));
+    egress_policy = std::move(policy);
+  }
+  if (request.setup) {
+    ABOX_RETURN_IF_ERROR(ParseRules(request.setup->allow, "setup.allow", true, &setup_rules));
+  }
   std::string id = runtime::NewSandboxId();
   ABOX_ASSIGN_OR_RETURN(std::string run_dir, runtime::SandboxRunDir(id));
   ABOX_RETURN_IF_ERROR(deps_.ledger->Reserve(id, static_cast<int>(request.cpus),
@@ -153,6 +223,23 @@ absl::StatusOr<SandboxView> SandboxManager::Create(
   if (!stored.ok()) {
     deps_.ledger->Release(id);
     return stored.status();
+  }
+  if (binding) {
+    if (absl::Status s = deps_.workspaces->Bind(id, *binding); !s.ok()) {
+      deps_.ledger->Release(id);
+      (void)deps_.sandboxes->Delete(id);
+      return s;
+    }
+  }
+  if (egress_policy) {
+    if (absl::Status s = deps_.egress->SetPolicy(EgressScope{id}, *egress_policy); !s.ok()) {
+      deps_.ledger->Release(id);
+      if (binding) {
+        (void)deps_.workspaces->Forget(id);
+      }
+      (void)deps_.sandboxes->Delete(id);
+      return s;
+    }
   }
   auto entry = std::make_shared<Entry>();
   entry->id = id;
@@ -180,10 +267,44 @@ absl::StatusOr<SandboxView> SandboxManager::Create(
   config.files = std::move(files);
   config.on_failure = FailureCallback(id);
   absl::Time start = absl::Now();
-  absl::StatusOr<std::unique_ptr<runtime::Sandbox>> sandbox = runtime::Sandbox::Boot(
-      *deps_.vmm, config, [&](const std::string& note) { spdlog::warn("{}: {}", id, note); });
+  absl::StatusOr<std::unique_ptr<runtime::Sandbox>> sandbox =
+      absl::InternalError("egress did not start");
+  absl::Status egress_started = absl::OkStatus();
+  if (deps_.egress != nullptr) {
+    // The proxy exists before the agent connects: the guest's first tunnel finds it.
+    egress_started = deps_.egress->Start(id);
+    config.on_tunnel = deps_.egress->TunnelHandler(id);
+  }
+  if (egress_started.ok()) {
+    sandbox = runtime::Sandbox::Boot(
+        *deps_.vmm, config, [&](const std::string& note) { spdlog::warn("{}: {}", id, note); });
+  } else {
+    sandbox = absl::Status(egress_started.code(),
+                           absl::StrCat("egress could not start: ", egress_started.message()));
+  }
+  std::string failed_how = "failed to boot";
+  if (sandbox.ok() && binding) {
+    // The first sync is part of creating: a sandbox whose workspace cannot go in is not ready.
+    if (absl::Status s = SyncWorkspace(id, **sandbox); !s.ok()) {
+      (void)(*sandbox)->Destroy();
+      sandbox = absl::Status(s.code(), absl::StrCat("the workspace could not be synced in: ",
+                                                    s.message()));
+    }
+  }
+  if (sandbox.ok() && request.setup) {
+    // After the workspace sync, so that e.g. `npm ci` finds package-lock.json.
+    if (absl::Status s = RunSetup(id, **sandbox, *request.setup, std::move(setup_rules));
+        !s.ok()) {
+      (void)(*sandbox)->Destroy();
+      sandbox = s;
+      failed_how = "failed during setup";
+    }
+  }
   if (!sandbox.ok()) {
     std::string why = std::string(sandbox.status().message());
+    if (deps_.egress != nullptr) {
+      deps_.egress->Stop(id);
+    }
     {
       std::lock_guard lock(mu_);
       live_.erase(id);
@@ -192,7 +313,7 @@ absl::StatusOr<SandboxView> SandboxManager::Create(
     (void)deps_.sandboxes->UpdateState(id, SandboxState::kFailed, why);
     deps_.events->Publish(id, store::event_type::kFailed, {{"error", why}});
     return absl::Status(sandbox.status().code(),
-                        absl::StrCat("sandbox ", id, " failed to boot: ", why));
+                        absl::StrCat("sandbox ", id, " ", failed_how, ": ", why));
   }
   vmm::Vm& vm = (*sandbox)->vm();
   std::string accel_name = vmm::AccelName(vm.accel());
@@ -214,6 +335,40 @@ absl::StatusOr<SandboxView> SandboxManager::Create(
   deps_.events->Publish(id, store::event_type::kReady, payload);
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord ready, deps_.sandboxes->Get(id));
   return SandboxView{ready, {}};
+}
+
+absl::Status SandboxManager::SyncWorkspace(const std::string& id, runtime::Sandbox& sandbox) {
+  if (deps_.workspaces == nullptr || !deps_.workspaces->Has(id)) {
+    return absl::OkStatus();
+  }
+  runtime::AgentGuestTools tools(sandbox.agent(), options_.guest_tool_path);
+  return deps_.workspaces->Sync(id, tools).status();
+}
+
+absl::Status SandboxManager::WithGuestTools(
+    absl::string_view ref,
+    const std::function<absl::Status(const store::SandboxRecord&, workspace::GuestTools&)>& fn) {
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, deps_.sandboxes->Resolve(ref));
+  std::shared_ptr<Entry> entry = FindEntry(record.id);
+  runtime::Sandbox* sandbox = nullptr;
+  if (entry != nullptr) {
+    std::lock_guard lock(entry->mu);
+    if (!entry->stopping && entry->sandbox != nullptr) {
+      sandbox = entry->sandbox.get();
+      ++entry->guest_tool_users;
+    }
+  }
+  if (sandbox == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(StateText(record), ": the workspace is read through a running sandbox"));
+  }
+  absl::Cleanup done = [&] {
+    std::lock_guard lock(entry->mu);
+    --entry->guest_tool_users;
+    entry->tools_idle.notify_all();
+  };
+  runtime::AgentGuestTools tools(sandbox->agent(), options_.guest_tool_path);
+  return fn(record, tools);
 }
 
 absl::StatusOr<SandboxView> SandboxManager::Get(absl::string_view ref) {
@@ -253,9 +408,18 @@ absl::Status SandboxManager::TearDown(const std::shared_ptr<Entry>& entry,
   for (auto& [id, exec] : execs) {
     exec->Join();
   }
+  {
+    // Workspace operations using the agent end quickly once it failed; wait for them.
+    std::unique_lock lock(entry->mu);
+    entry->tools_idle.wait(lock, [&] { return entry->guest_tool_users == 0; });
+  }
   absl::Status status;
   if (sandbox != nullptr) {
     status = detach ? sandbox->Detach() : sandbox->Destroy();
+  }
+  if (deps_.egress != nullptr) {
+    // After the agent failed: the tunnels are already broken, the threads end quickly.
+    deps_.egress->Stop(entry->id);
   }
   {
     std::lock_guard lock(entry->mu);
@@ -331,6 +495,11 @@ absl::Status SandboxManager::Remove(absl::string_view ref, bool force) {
       }
     }
   }
+  if (deps_.workspaces != nullptr) {
+    if (absl::Status s = deps_.workspaces->Forget(record.id); !s.ok()) {
+      spdlog::warn("removing the workspace state of {}: {}", record.id, s.ToString());
+    }
+  }
   ABOX_RETURN_IF_ERROR(deps_.sandboxes->Delete(record.id));
   deps_.events->Publish(record.id, store::event_type::kRemoved, {{"name", record.name}});
   return absl::OkStatus();
@@ -371,47 +540,17 @@ absl::StatusOr<std::shared_ptr<LiveExec>> SandboxManager::StartExec(
                      record.state == SandboxState::kCreating ? " (wait for it to boot)"
                                                              : " (create a new one)"));
   }
-  store::ExecRecord exec;
-  exec.id = runtime::NewSandboxId();
-  exec.sandbox_id = record.id;
-  exec.argv = request.argv;
-  exec.shell = request.shell;
-  exec.env = request.env;
-  exec.cwd = request.cwd;
-  exec.user = request.user;
-  exec.pty = request.pty.has_value();
-  exec.timeout_ms = request.timeout_ms;
-
-  proto::ExecRequest wire;
-  wire.argv = request.argv;
-  if (!request.shell.empty()) {
-    wire.shell = request.shell;
-  }
-  wire.env = request.env;
-  wire.cwd = request.cwd;
-  wire.user = request.user;
-  wire.timeout_ms = static_cast<uint64_t>(request.timeout_ms);
-  wire.stdin_open = request.stdin_open;
-  if (request.pty) {
-    wire.pty = proto::PtySize{static_cast<uint16_t>(request.pty->first),
-                              static_cast<uint16_t>(request.pty->second)};
-  }
-
-  std::lock_guard lock(entry->mu);  // no exec may slip in after a teardown took the list
-  if (entry->stopping || entry->sandbox == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("sandbox ", record.id, " is stopping: it runs no more commands"));
-  }
-  ABOX_ASSIGN_OR_RETURN(store::ExecRecord stored, deps_.execs->Insert(exec));
-  absl::StatusOr<std::unique_ptr<runtime::Exec>> started =
-      entry->sandbox->agent().StartExec(wire);
-  if (!started.ok()) {
-    store::ExecResult result;
-    result.state = store::ExecState::kFailed;
-    result.error = std::string(started.status().message());
-    (void)deps_.execs->Finish(stored.id, result);
-    return absl::UnavailableError(absl::StrCat("cannot start the command in sandbox ", record.id,
-                                               ": ", started.status().message()));
+  if (request.sync && deps_.workspaces != nullptr && deps_.workspaces->Has(record.id)) {
+    absl::Status synced = WithGuestTools(
+        record.id, [&](const store::SandboxRecord&, workspace::GuestTools& tools) {
+          return deps_.workspaces->Sync(record.id, tools).status();
+        });
+    if (!synced.ok()) {
+      return absl::Status(synced.code(),
+                          absl::StrCat(synced.message(),
+                                       " (the command did not run; run it without the sync "
+                                       "with --no-sync)"));
+    }
   }
   std::weak_ptr<bool> alive = alive_;
   std::weak_ptr<Entry> weak_entry = entry;
@@ -441,18 +580,14 @@ absl::StatusOr<std::shared_ptr<LiveExec>> SandboxManager::StartExec(
       }
     });
   };
-  std::shared_ptr<LiveExec> live = LiveExec::Start(
-      *std::move(started), stored,
-      {.stdin_open = request.stdin_open, .kill_on_disconnect = request.kill_on_disconnect},
-      *deps_.execs, *deps_.events, on_done);
-  entry->execs[stored.id] = live;  // busy now: the reaper keeps it from idling out
-  nlohmann::json payload = {{"exec_id", stored.id}};
-  if (!stored.argv.empty()) {
-    payload["argv"] = stored.argv;
-  } else {
-    payload["shell"] = stored.shell;
+  std::lock_guard lock(entry->mu);  // no exec may slip in after a teardown took the list
+  if (entry->stopping || entry->sandbox == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sandbox ", record.id, " is stopping: it runs no more commands"));
   }
-  deps_.events->Publish(record.id, store::event_type::kExecStarted, payload);
+  ABOX_ASSIGN_OR_RETURN(std::shared_ptr<LiveExec> live,
+                        LaunchExec(record.id, entry->sandbox->agent(), request, on_done));
+  entry->execs[live->id()] = live;  // busy now: the reaper keeps it from idling out
   return live;
 }
 

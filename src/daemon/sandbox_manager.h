@@ -3,6 +3,7 @@
 // timeout passed. Request handlers are thin layers over this class.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,11 +16,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/api/resource_json.h"
+#include "src/daemon/egress_service.h"
 #include "src/daemon/event_bus.h"
 #include "src/daemon/ledger.h"
 #include "src/daemon/live_exec.h"
 #include "src/daemon/timer_queue.h"
+#include "src/daemon/workspace_service.h"
 #include "src/image/image_store.h"
+#include "src/runtime/agent_guest_tools.h"
 #include "src/runtime/sandbox.h"
 #include "src/store/exec_repo.h"
 #include "src/store/sandbox_repo.h"
@@ -35,6 +39,9 @@ struct ManagerOptions {
   absl::Duration reap_interval = absl::Seconds(1);
   // Tests with a fake VMM: boot these files for every image instead of $ABOX_HOME/images.
   std::optional<image::ImageFiles> image_files;
+  // The agent binary in the guest that runs the workspace tools (tests with a fake VMM, whose
+  // guest is this host, pass the built abox-guest).
+  std::string guest_tool_path = runtime::kGuestAgentPath;
 };
 
 // The pieces the manager works with; all must outlive it.
@@ -45,6 +52,9 @@ struct ManagerDeps {
   EventBus* events;
   Ledger* ledger;
   TimerQueue* timers;
+  WorkspaceService* workspaces;
+  // Null: sandboxes get no egress (every tunnel is reset) and egress requests are refused.
+  EgressService* egress = nullptr;
 };
 
 // A sandbox as the API shows it: the stored record plus live facts.
@@ -102,6 +112,13 @@ class SandboxManager final {
   [[nodiscard]] absl::StatusOr<std::vector<store::ExecRecord>> ListExecs(absl::string_view ref,
                                                                          int limit);
 
+  // Runs `fn` with the ready sandbox's workspace tools (`abox-guest ws ...` over its agent).
+  // The sandbox is not torn down while `fn` runs: a stop first fails the agent connection,
+  // which makes `fn`'s guest calls fail, then waits for `fn` to return.
+  [[nodiscard]] absl::Status WithGuestTools(
+      absl::string_view ref,
+      const std::function<absl::Status(const store::SandboxRecord&, workspace::GuestTools&)>& fn);
+
   // Sandboxes running now, and the accelerator the last boot got ("" before any).
   [[nodiscard]] int RunningCount();
   [[nodiscard]] std::string LastAccel();
@@ -120,7 +137,22 @@ class SandboxManager final {
     std::unique_ptr<runtime::Sandbox> sandbox;  // null while booting
     std::map<std::string, std::shared_ptr<LiveExec>> execs;
     bool stopping = false;
+    int guest_tool_users = 0;  // WithGuestTools calls in flight; TearDown waits for 0
+    std::condition_variable tools_idle;
   };
+  // Syncs the bound workspace (if any) through `sandbox`'s agent.
+  absl::Status SyncWorkspace(const std::string& id, runtime::Sandbox& sandbox);
+  // Records `request` as an exec of the sandbox and starts it through `agent` (the one exec
+  // path: API execs and setup commands alike, so both are in the exec history).
+  absl::StatusOr<std::shared_ptr<LiveExec>> LaunchExec(const std::string& sandbox_id,
+                                                       runtime::AgentClient& agent,
+                                                       const api::ExecCreate& request,
+                                                       LiveExec::DoneFn on_done);
+  // The setup phase of a create: `rules` widen the egress policy while each command runs (as
+  // agent, in the workspace); the first that fails ends it with an error naming it, its exit
+  // and the tail of its output. The policy is narrowed again either way.
+  absl::Status RunSetup(const std::string& id, runtime::Sandbox& sandbox,
+                        const api::SetupSpec& setup, std::vector<net::Rule> rules);
 
   std::shared_ptr<Entry> FindEntry(const std::string& id);
   api::SandboxLive LiveOf(const std::string& id);

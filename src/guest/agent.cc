@@ -35,7 +35,7 @@ proto::Hello OurHello() {
   return proto::Hello{.version = proto::kProtocolVersion,
                       .min_version = proto::kMinProtocolVersion,
                       .agent_version = kVersion,
-                      .capabilities = {"exec", "pty", "signal", "timeout"},
+                      .capabilities = {"exec", "pty", "signal", "timeout", "tunnel"},
                       .max_payload = proto::kMaxPayload,
                       .window = proto::kDefaultWindow};
 }
@@ -52,7 +52,7 @@ bool ReapedOrGone(int pidfd) {
 
 // What a poll entry belongs to.
 struct Target {
-  enum Kind { kChannel, kSignals, kStream, kOrphan } kind;
+  enum Kind { kChannel, kSignals, kStream, kOrphan, kEgress } kind;
   uint32_t stream = 0;
   int slot = 0;
   pid_t pid = 0;
@@ -95,6 +95,11 @@ absl::StatusOr<Agent::Outcome> Agent::Run() {
       }
     }
     std::erase_if(streams_, [](const auto& entry) { return entry.second->done(); });
+    if (options_.egress != nullptr) {
+      if (auto deadline = options_.egress->NextDeadline(); deadline && *deadline <= now) {
+        options_.egress->OnTimer(now, *this);
+      }
+    }
     if (connected_) {
       ProcessInput();  // What an earlier read left while the queue was full.
     }
@@ -140,6 +145,12 @@ absl::StatusOr<Agent::Outcome> Agent::Run() {
       fds.push_back({orphan.pidfd.get(), POLLIN, 0});
       targets.push_back({Target::kOrphan, 0, 0, orphan.pid});
     }
+    size_t egress_begin = fds.size();
+    if (options_.egress != nullptr) {
+      options_.egress->AppendPollFds(may_send, &fds);
+      targets.resize(fds.size(), Target{Target::kEgress});
+    }
+    size_t egress_end = fds.size();
     if (connected_) {
       short events = channel_.pending() > 0 ? POLLOUT : 0;
       if (input_off_ == input_len_ && CanTakeInput()) {
@@ -185,8 +196,14 @@ absl::StatusOr<Agent::Outcome> Agent::Run() {
           }
           break;
         case Target::kChannel:
+        case Target::kEgress:
           break;
       }
+    }
+    if (options_.egress != nullptr) {
+      options_.egress->OnPolled(fds.data() + egress_begin, egress_end - egress_begin,
+                                scratch_.data(), *this,
+                                [&] { return channel_.pending() < kMaxQueuedOutput; });
     }
     std::erase_if(orphans_, [](const Orphan& o) { return !o.pidfd; });
     if (!targets.empty() && targets.back().kind == Target::kChannel) {
@@ -208,6 +225,11 @@ int Agent::PollTimeoutMs(Clock::time_point now) const {
   auto consider = [&](Clock::time_point t) { next = next ? std::min(*next, t) : t; };
   for (const auto& [id, stream] : streams_) {
     if (auto deadline = stream->NextDeadline()) {
+      consider(*deadline);
+    }
+  }
+  if (options_.egress != nullptr) {
+    if (auto deadline = options_.egress->NextDeadline()) {
       consider(*deadline);
     }
   }
@@ -351,11 +373,23 @@ void Agent::HandleFrame(const proto::Frame& frame) {
     case FrameType::kOpen:
       HandleOpen(frame);
       return;
-    case FrameType::kStdin:
+    case FrameType::kTunnelData:
     case FrameType::kCredit:
+    case FrameType::kReset:
+      if (frame.header.stream % 2 == 0) {
+        if (absl::Status s = HandleTunnelFrame(frame); !s.ok()) {
+          Violation(s.message());
+        }
+        return;
+      }
+      if (type == FrameType::kTunnelData) {
+        Violation(absl::StrCat("tunnel_data on exec stream ", frame.header.stream));
+        return;
+      }
+      [[fallthrough]];
+    case FrameType::kStdin:
     case FrameType::kSignal:
     case FrameType::kResize:
-    case FrameType::kReset:
       if (absl::Status s = HandleStreamFrame(frame); !s.ok()) {
         Violation(s.message());
       }
@@ -363,6 +397,7 @@ void Agent::HandleFrame(const proto::Frame& frame) {
     case FrameType::kStdout:
     case FrameType::kStderr:
     case FrameType::kExit:
+    case FrameType::kTunnelOpen:
       Violation(absl::StrCat("the host sent ", TypeName(type), ", which only the guest sends"));
       return;
   }
@@ -395,6 +430,9 @@ void Agent::HandleHello(const proto::Frame& frame) {
   max_payload_ = std::min(theirs->max_payload, proto::kMaxPayload);
   Send(FrameType::kHello, proto::kControlStream, 0, proto::EncodeHello(ours));
   state_ = State::kOpen;
+  if (options_.egress != nullptr) {
+    options_.egress->Start(send_window_, max_payload_);
+  }
   Log(absl::StrCat("session started (protocol ", *version, ", host ", theirs->agent_version, ")"));
 }
 
@@ -432,6 +470,15 @@ void Agent::HandleOpen(const proto::Frame& frame) {
   }
   streams_.emplace(id, std::make_unique<ExecStream>(id, *std::move(process), *request, send_window_,
                                                     max_payload_));
+}
+
+absl::Status Agent::HandleTunnelFrame(const proto::Frame& frame) {
+  if (options_.egress == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(TypeName(frame.header.type),
+                                                   " on tunnel stream ", frame.header.stream,
+                                                   ", but this agent opens no tunnels"));
+  }
+  return options_.egress->HandleFrame(frame, *this);
 }
 
 absl::Status Agent::HandleStreamFrame(const proto::Frame& frame) {
@@ -510,6 +557,9 @@ void Agent::ResetSession() {
     AbortStream(*stream);
   }
   streams_.clear();
+  if (options_.egress != nullptr) {
+    options_.egress->Stop();  // Programs see their connections reset.
+  }
   decoder_ = proto::FrameDecoder();
   last_opened_ = 0;
 }

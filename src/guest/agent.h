@@ -1,5 +1,5 @@
-// The agent: the session with the host over one channel (handshake, ping, exec streams,
-// shutdown), run as a single-threaded poll loop.
+// The agent: the session with the host over one channel (handshake, ping, exec streams, tunnel
+// streams, shutdown), run as a single-threaded poll loop.
 #pragma once
 
 #include <atomic>
@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "src/guest/channel.h"
 #include "src/guest/exec_stream.h"
+#include "src/guest/tunnel_hub.h"
 #include "src/proto/frame.h"
 
 namespace abox::guest {
@@ -35,6 +36,9 @@ class Agent final : private FrameSink {
     int signal_fd = -1;
     // Run commands as the requested user (the agent is root). Otherwise they run as we do.
     bool switch_user = false;
+    // Egress: local connections and DNS queries carried as tunnel streams. Owned by the caller,
+    // used only on Run()'s thread. Null: no egress (tunnel frames from the host are violations).
+    TunnelHub* egress = nullptr;
   };
   enum class Outcome {
     kPeerClosed,  // a stream channel reached EOF (never for a virtio port)
@@ -79,6 +83,7 @@ class Agent final : private FrameSink {
   void HandleHello(const proto::Frame& frame);
   void HandleOpen(const proto::Frame& frame);
   [[nodiscard]] absl::Status HandleStreamFrame(const proto::Frame& frame);
+  [[nodiscard]] absl::Status HandleTunnelFrame(const proto::Frame& frame);
   void Violation(absl::string_view why);
   void HostGone(absl::string_view why);
   void ResetSession();

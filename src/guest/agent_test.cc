@@ -27,7 +27,8 @@ TEST(AgentTest, AnswersHelloWithVersionsCapabilitiesAndLimits) {
   EXPECT_EQ(hello.version, proto::kProtocolVersion);
   EXPECT_EQ(hello.min_version, proto::kMinProtocolVersion);
   EXPECT_EQ(hello.agent_version, kVersion);
-  EXPECT_THAT(hello.capabilities, ::testing::ElementsAre("exec", "pty", "signal", "timeout"));
+  EXPECT_THAT(hello.capabilities,
+              ::testing::ElementsAre("exec", "pty", "signal", "timeout", "tunnel"));
   EXPECT_EQ(hello.max_payload, proto::kMaxPayload);
   EXPECT_EQ(hello.window, proto::kDefaultWindow);
 }

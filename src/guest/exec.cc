@@ -291,6 +291,14 @@ SpawnSpec BuildSpawnSpec(const proto::ExecRequest& request, const Identity& iden
       {"PATH", kDefaultPath},     {"HOME", identity.home},   {"USER", identity.name},
       {"LOGNAME", identity.name}, {"SHELL", identity.shell}, {"LANG", "C.UTF-8"},
   };
+  // Tools that honour a proxy use the agent's HTTP proxy port (the host then sees the name they
+  // asked for, not just an address); the rest are caught by the transparent redirect.
+  for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) {
+    env[name] = kGuestHttpProxy;
+  }
+  for (const char* name : {"NO_PROXY", "no_proxy"}) {
+    env[name] = kGuestNoProxy;
+  }
   if (request.pty) {
     env["TERM"] = "xterm-256color";
   }

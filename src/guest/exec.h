@@ -21,6 +21,10 @@ namespace abox::guest {
 // PATH for every command unless the request overrides it.
 inline constexpr char kDefaultPath[] =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// The proxy environment every command gets (see EgressPorts): HTTP_PROXY, HTTPS_PROXY and their
+// lowercase forms, and NO_PROXY / no_proxy for loopback.
+inline constexpr char kGuestHttpProxy[] = "http://127.0.0.1:3128";
+inline constexpr char kGuestNoProxy[] = "localhost,127.0.0.1,::1";
 // Exit codes when the command could not run (shell convention).
 inline constexpr int kExitNotFound = 127;
 inline constexpr int kExitCannotRun = 126;
@@ -37,8 +41,8 @@ struct SpawnSpec {
   std::optional<proto::PtySize> pty;  // stdin/stdout/stderr on a new PTY
 };
 
-// The base environment (PATH, HOME, USER, LOGNAME, SHELL, LANG, TERM with a PTY) overlaid with
-// the request's variables, and the argv (`shell` runs through /bin/sh -c).
+// The base environment (PATH, HOME, USER, LOGNAME, SHELL, LANG, the proxy variables, TERM with a
+// PTY) overlaid with the request's variables, and the argv (`shell` runs through /bin/sh -c).
 SpawnSpec BuildSpawnSpec(const proto::ExecRequest& request, const Identity& identity,
                          bool switch_user);
 

@@ -183,8 +183,13 @@ TEST_F(ExecTest, SetsTheBaseEnvironmentPlusTheRequest) {
   EXPECT_THAT(r.out, HasSubstr("LOGNAME="));
   EXPECT_THAT(r.out, HasSubstr("SHELL="));
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("TERM=")));  // Only with a PTY.
+  for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) {
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat(name, "=http://127.0.0.1:3128\n")));
+  }
+  EXPECT_THAT(r.out, HasSubstr("NO_PROXY=localhost,127.0.0.1,::1\n"));
+  EXPECT_THAT(r.out, HasSubstr("no_proxy=localhost,127.0.0.1,::1\n"));
   // Nothing leaks from the agent's own environment.
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 7);
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 13);
 }
 
 TEST_F(ExecTest, RunsAsTheRequestedUser) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,21 +21,27 @@
 #include "src/base/version.h"
 #include "src/guest/agent.h"
 #include "src/guest/channel.h"
+#include "src/guest/egress_setup.h"
 #include "src/guest/log.h"
 #include "src/guest/pid1.h"
 #include "src/guest/stage1.h"
+#include "src/guest/tunnel_hub.h"
+#include "src/guest/workspace_tool.h"
 
 namespace abox::guest {
 namespace {
 
 constexpr char kUsage[] =
     "usage: abox-guest [--stage2] [--port PATH | --channel-fd N | --socket PATH]\n"
+    "       abox-guest ws manifest|unpack|pack ROOT [...]\n"
     "\n"
     "The abox guest agent. In the VM it runs as PID 1 and serves the host over the\n"
     "virtio-serial port named org.abox.agent.0.\n"
     "\n"
     "  --stage2         run as init (PID 1): mount /proc, /sys, /dev/pts, /dev/shm, /tmp, set\n"
-    "                   the hostname, bring up lo, reap orphans, power off on shutdown;\n"
+    "                   the hostname, bring up lo, set up egress (DNS stub on :53, HTTP\n"
+    "                   proxy on :3128, TCP redirect to :15001, all tunnelled to the host),\n"
+    "                   reap orphans, power off on shutdown;\n"
     "                   the default when started as PID 1\n"
     "  --port PATH      serve this virtio-serial port (default with --stage2: discovered\n"
     "                   through /sys/class/virtio-ports)\n"
@@ -44,6 +51,12 @@ constexpr char kUsage[] =
     "                   (as PID 1: power off at EOF)\n"
     "  --version        print the agent and protocol versions\n"
     "  --help           show this help\n"
+    "\n"
+    "Workspace sync (the host runs these through the exec channel):\n"
+    "  ws manifest ROOT [--cache FILE]   print the manifest (NDJSON) of the tree ROOT\n"
+    "  ws unpack ROOT [--owner UID:GID]  apply the sync archive on stdin to ROOT\n"
+    "  ws pack ROOT                      write a sync archive of the NUL-separated paths on\n"
+    "                                    stdin (those that exist below ROOT) to stdout\n"
     "\n"
     "Commands run as the user `agent` (or root on request) when abox-guest is root, else as\n"
     "the invoking user.\n";
@@ -122,11 +135,34 @@ absl::StatusOr<base::UniqueFd> ConnectSocket(const std::string& path) {
   return fd;
 }
 
+// Egress in the VM: the sockets first (the redirect must find them listening), then the system
+// side. Failures are logged: the agent serves commands without egress.
+std::unique_ptr<TunnelHub> StartEgress() {
+  if (!IsMachineInit()) {
+    return nullptr;  // PID 1 of a container (tests): not ours to reroute.
+  }
+  auto start = std::chrono::steady_clock::now();
+  EgressPorts ports;
+  absl::StatusOr<EgressSockets> sockets = OpenEgressSockets(ports);
+  if (!sockets.ok()) {
+    Log(absl::StrCat("egress disabled: ", sockets.status().message()));
+    return nullptr;
+  }
+  (void)SetUpEgress(ports);
+  Log(absl::StrCat("egress set up in ",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count(),
+                   " ms"));
+  return std::make_unique<TunnelHub>(TunnelHub::Options{.sockets = *std::move(sockets)});
+}
+
 [[noreturn]] void RunStage2(const Flags& flags) {
   if (::chdir("/") != 0) {
     Log(absl::StrCat("chdir(/): ", ErrnoText(errno)));
   }
   (void)SetUpSystem();  // Failures are logged; the agent still serves what it can.
+  std::unique_ptr<TunnelHub> egress = StartEgress();
   absl::StatusOr<base::UniqueFd> signals = TakeOverSignals();
   if (!signals.ok()) {
     PowerOffAfterFailure(signals.status().message());
@@ -151,8 +187,10 @@ absl::StatusOr<base::UniqueFd> ConnectSocket(const std::string& path) {
   if (!channel.ok()) {
     PowerOffAfterFailure(channel.status().message());
   }
-  Agent agent(*std::move(channel),
-              {.pid1 = true, .signal_fd = signals->get(), .switch_user = ::geteuid() == 0});
+  Agent agent(*std::move(channel), {.pid1 = true,
+                                    .signal_fd = signals->get(),
+                                    .switch_user = ::geteuid() == 0,
+                                    .egress = egress.get()});
   absl::StatusOr<Agent::Outcome> outcome = agent.Run();
   if (!outcome.ok()) {
     PowerOffAfterFailure(outcome.status().message());
@@ -203,6 +241,9 @@ int RunOnChannel(const Flags& flags) {
 }
 
 int Main(int argc, char** argv) {
+  if (argc >= 2 && absl::string_view(argv[1]) == "ws") {
+    return RunWorkspaceTool(argc - 1, argv + 1, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO);
+  }
   Flags flags;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

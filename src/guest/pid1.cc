@@ -166,6 +166,8 @@ absl::Status SetUpSystem() {
   return first;
 }
 
+bool IsMachineInit() { return ::getpid() == 1 && InInitialPidNamespace(); }
+
 absl::StatusOr<base::UniqueFd> TakeOverSignals() {
   sigset_t set = HandledSignals();
   if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) {

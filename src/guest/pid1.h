@@ -19,6 +19,10 @@ inline constexpr int kShutdownGraceMs = 1000;
 // continues (a command may still run without /dev/shm); returns the first failure.
 absl::Status SetUpSystem();
 
+// True when we are the machine's init (the VM), false when PID 1 of a PID namespace inside
+// another system (a container in tests): machine-wide setup (routes, firewall) is skipped there.
+bool IsMachineInit();
+
 // Blocks SIGCHLD and the termination signals (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1/2,
 // SIGPWR) and returns a non-blocking signalfd for them. PID 1 reaps on SIGCHLD and ignores the
 // rest; outside PID 1 the agent ends cleanly on SIGTERM/SIGINT/SIGHUP.

@@ -22,9 +22,10 @@ inline constexpr char kBuilderVersion[] = "abox-image-1";
 inline constexpr char kDefaultSuite[] = "bookworm";
 inline constexpr char kDefaultMirror[] = "http://deb.debian.org/debian";
 // What a coding agent needs; kmod and passwd are also needed by the build itself.
+// nftables: abox-guest loads the egress redirect with `nft` (kmod's modprobe loads its modules).
 inline constexpr const char* kDefaultPackages[] = {
-    "bash", "ca-certificates", "coreutils", "curl",    "findutils", "git",      "iproute2", "kmod",
-    "less", "passwd",          "procps",    "python3", "tar",       "xz-utils",
+    "bash", "ca-certificates", "coreutils", "curl",   "findutils", "git", "iproute2", "kmod",
+    "less", "nftables",        "passwd",    "procps", "python3",   "tar", "xz-utils",
 };
 
 // Inputs of the cached rootfs build.

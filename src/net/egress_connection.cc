@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/net/host_name.h"
 #include "src/net/http_request_head.h"
@@ -215,6 +216,25 @@ class Connection {
   ConnectionRecord record_;
 };
 
+// What a proxy sends an origin server: the request line's absolute-form target
+// ("GET http://h:p/x HTTP/1.1", as clients send to HTTP_PROXY) in origin-form ("GET /x ..."),
+// which every server understands (many, e.g. Python's http.server, do not take absolute-form).
+// The authority it drops was checked against Host by the parser; the rest goes unchanged.
+std::string OriginForm(const HttpRequestHead& head, const std::string& bytes) {
+  constexpr absl::string_view kScheme = "http://";
+  std::string prefix = absl::StrCat(head.method, " ", head.target, " ");
+  if (!absl::StartsWithIgnoreCase(head.target, kScheme) || !absl::StartsWith(bytes, prefix)) {
+    return bytes;
+  }
+  absl::string_view rest = absl::string_view(head.target).substr(kScheme.size());
+  size_t slash = rest.find_first_of("/?");
+  std::string path = slash == absl::string_view::npos ? "/" : std::string(rest.substr(slash));
+  if (path[0] == '?') {
+    path.insert(0, "/");
+  }
+  return absl::StrCat(head.method, " ", path, " ", bytes.substr(prefix.size()));
+}
+
 void Connection::Run() {
   policy_ = ctx_.policy->current();
   const TunnelInfo& info = stream_.info();
@@ -346,9 +366,7 @@ void Connection::RunHttp(Sniffer& sniffer) {
   if (!up.ok()) {
     return Fail(up.status(), /*http=*/true);
   }
-  // Forwarded unchanged (absolute-form too: HTTP/1.1 servers must accept it, and rewriting
-  // would let the upstream see bytes the parser did not check).
-  SpliceWith(std::move(*up), sniffer.http.bytes());
+  SpliceWith(std::move(*up), OriginForm(head, sniffer.http.bytes()));
 }
 
 void Connection::RunConnect(Sniffer& sniffer) {

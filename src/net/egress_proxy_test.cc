@@ -185,14 +185,20 @@ TEST_F(EgressProxyTest, ForwardsPlainHttpUnchangedAndCountsBytes) {
   EXPECT_EQ(upstream.requests(), std::vector<std::string>{request});
 }
 
-TEST_F(EgressProxyTest, ForwardsAbsoluteFormOnTheProxyPortUnchanged) {
+TEST_F(EgressProxyTest, SendsAbsoluteFormToTheOriginInOriginForm) {
   FakeHttpUpstream upstream;
   SetPolicy({absl::StrCat("web.test:", upstream.port())});
   auto proxy = MakeProxy({{"web.test", {kLoopback}}});
-  std::string request = absl::StrCat("GET http://web.test:", upstream.port(),
-                                     "/a HTTP/1.1\r\nHost: web.test:", upstream.port(), "\r\n\r\n");
+  std::string headers = absl::StrCat(" HTTP/1.1\r\nHost: web.test:", upstream.port(), "\r\n\r\n");
+  // What HTTP_PROXY clients send; origin servers get the path (Python's http.server, for one,
+  // answers 404 to an absolute-form target).
+  std::string request = absl::StrCat("GET http://web.test:", upstream.port(), "/a?b=1", headers);
   EXPECT_EQ(HttpExchange(*proxy, ProxyPort(), request), testing::kUpstreamResponse);
-  EXPECT_EQ(upstream.requests(), std::vector<std::string>{request});
+  std::string bare = absl::StrCat("GET http://web.test:", upstream.port(), headers);
+  EXPECT_EQ(HttpExchange(*proxy, ProxyPort(), bare), testing::kUpstreamResponse);
+  EXPECT_EQ(upstream.requests(),
+            (std::vector<std::string>{absl::StrCat("GET /a?b=1", headers),
+                                      absl::StrCat("GET /", headers)}));
 }
 
 TEST_F(EgressProxyTest, Answers403ToDeniedHttpAndReportsTheDenial) {

@@ -28,15 +28,17 @@ bool IsControl(FrameType t) {
 }
 
 bool IsData(FrameType t) {
-  return t == FrameType::kStdin || t == FrameType::kStdout || t == FrameType::kStderr;
+  return t == FrameType::kStdin || t == FrameType::kStdout || t == FrameType::kStderr ||
+         t == FrameType::kTunnelData;
 }
 
 }  // namespace
 
 std::string FrameTypeName(uint8_t type) {
-  static constexpr const char* kNames[] = {"",       "hello",  "ping",  "pong",     "open",
-                                           "stdin",  "stdout", "stderr", "credit",  "signal",
-                                           "resize", "exit",   "reset", "shutdown", "goodbye"};
+  static constexpr const char* kNames[] = {
+      "",       "hello",    "ping",    "pong",        "open",       "stdin",
+      "stdout", "stderr",   "credit",  "signal",      "resize",     "exit",
+      "reset",  "shutdown", "goodbye", "tunnel_open", "tunnel_data"};
   if (type >= 1 && type <= kMaxFrameType) {
     return kNames[type];
   }

@@ -18,16 +18,23 @@
 
 namespace abox::proto {
 
-inline constexpr uint32_t kProtocolVersion = 1;
-inline constexpr uint32_t kMinProtocolVersion = 1;
+// Version 2 added guest-opened tunnel streams (egress). Version 1 is not spoken any more: an
+// image records the protocol of its agent and is refused unless it matches, so an old image is
+// rebuilt (`abox image build --force`) rather than run without egress.
+inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kMinProtocolVersion = 2;
 inline constexpr size_t kHeaderSize = 12;
 // Largest payload of one frame. Keeps a single frame from monopolising the channel.
 inline constexpr uint32_t kMaxPayload = 64 * 1024;
 // Bytes a sender may have in flight per stream and direction before it needs credit.
 inline constexpr uint32_t kDefaultWindow = 256 * 1024;
-// Streams open at once on one connection (bounds the receiver's memory).
+// Exec streams open at once on one connection (bounds the receiver's memory).
 inline constexpr uint32_t kMaxStreams = 256;
-// Stream 0 is the control stream; exec streams are opened by the host with odd ids.
+// Tunnel streams open at once on one connection. Beyond it the host resets new tunnels ("too
+// many tunnels"), which is not a violation: a guest opening thousands stays bounded and alive.
+inline constexpr uint32_t kMaxTunnels = 256;
+// Stream 0 is the control stream; exec streams are opened by the host with odd ids, tunnel
+// streams by the guest with even ids (both strictly increasing).
 inline constexpr uint32_t kControlStream = 0;
 
 enum class FrameType : uint8_t {
@@ -45,9 +52,12 @@ enum class FrameType : uint8_t {
   kReset = 12,    // either way: JSON {"error": "..."}; aborts the stream
   kShutdown = 13, // host->guest, control: sync disks and power off
   kGoodbye = 14,  // either way, control: JSON {"error": "..."} sent before closing on a violation
+  kTunnelOpen = 15,  // guest->host: opens even stream N, payload JSON TunnelRequest (v2)
+  kTunnelData = 16,  // either way: tunnel bytes; kFlagEof = the sender closed its write half (v2)
 };
-inline constexpr uint8_t kMaxFrameType = 14;
+inline constexpr uint8_t kMaxFrameType = 16;
 
+// EOF on data frames (stdin, stdout, stderr, tunnel_data).
 inline constexpr uint8_t kFlagEof = 0x1;
 
 struct FrameHeader {

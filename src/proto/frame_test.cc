@@ -72,12 +72,23 @@ TEST(FrameTest, RejectsOversizedLengthWithoutBuffering) {
 TEST(FrameTest, RejectsUnknownTypeReservedBitsBadFlagsAndWrongStreams) {
   EXPECT_FALSE(DecodeOne(RawHeader(0, 1, 0, 0)).ok());
   EXPECT_FALSE(DecodeOne(RawHeader(0, 1, kMaxFrameType + 1, 0)).ok());
-  EXPECT_FALSE(DecodeOne(RawHeader(0, 1, 6, 0, 1)).ok());    // reserved bits
-  EXPECT_FALSE(DecodeOne(RawHeader(0, 1, 6, 0x2)).ok());     // undefined flag
+  EXPECT_FALSE(DecodeOne(RawHeader(0, 1, 6, 0, 1)).ok());       // reserved bits
+  EXPECT_FALSE(DecodeOne(RawHeader(0, 1, 6, 0x2)).ok());        // undefined flag
   EXPECT_FALSE(DecodeOne(RawHeader(0, 1, 11, kFlagEof)).ok());  // EOF on a non-data frame
-  EXPECT_FALSE(DecodeOne(RawHeader(0, 0, 6, 0)).ok());       // data on the control stream
-  EXPECT_FALSE(DecodeOne(RawHeader(0, 3, 2, 0)).ok());       // ping off the control stream
+  EXPECT_FALSE(DecodeOne(RawHeader(0, 0, 6, 0)).ok());          // data on the control stream
+  EXPECT_FALSE(DecodeOne(RawHeader(0, 3, 2, 0)).ok());          // ping off the control stream
   EXPECT_TRUE(DecodeOne(RawHeader(0, 0, 2, 0)).ok());
+}
+
+TEST(FrameTest, TunnelFramesCarryEofOnDataOnlyAndNeverOnTheControlStream) {
+  auto data = DecodeOne(RawHeader(0, 2, 16, kFlagEof));
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(FrameTypeName(15), "tunnel_open");
+  EXPECT_EQ(FrameTypeName(16), "tunnel_data");
+  EXPECT_TRUE(DecodeOne(RawHeader(0, 2, 15, 0)).ok());
+  EXPECT_FALSE(DecodeOne(RawHeader(0, 2, 15, kFlagEof)).ok());  // EOF on tunnel_open
+  EXPECT_FALSE(DecodeOne(RawHeader(0, 0, 15, 0)).ok());         // tunnel_open on stream 0
+  EXPECT_FALSE(DecodeOne(RawHeader(0, 0, 16, 0)).ok());         // tunnel_data on stream 0
 }
 
 TEST(FrameTest, PartialFrameIsNotReturned) {

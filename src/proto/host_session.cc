@@ -23,7 +23,7 @@ void HostSession::Start(absl::Time now) {
   Hello ours{.version = kProtocolVersion,
              .min_version = kMinProtocolVersion,
              .agent_version = std::string("abox-host/") + kVersion,
-             .capabilities = {"exec", "pty", "signal", "timeout"},
+             .capabilities = {"exec", "pty", "signal", "timeout", "tunnel"},
              .max_payload = kMaxPayload,
              .window = kDefaultWindow};
   Queue(FrameType::kHello, kControlStream, 0, EncodeHello(ours));
@@ -64,6 +64,12 @@ absl::Status HostSession::HandleFrame(const Frame& frame, absl::Time now) {
     return absl::FailedPreconditionError(absl::StrCat(
         "guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
         " before the handshake"));
+  }
+  if (frame.header.type == FrameType::kTunnelOpen) {
+    return OpenTunnel(frame);
+  }
+  if (frame.header.stream % 2 == 0) {
+    return HandleTunnel(frame);
   }
   return HandleStream(frame);
 }
@@ -168,10 +174,161 @@ absl::Status HostSession::HandleStream(const Frame& frame) {
       sink->OnReset(text.ok() ? *text : "guest reset the stream (unreadable reason)");
       return absl::OkStatus();
     }
+    case FrameType::kTunnelData:
+      return absl::InvalidArgumentError(
+          absl::StrCat("guest sent tunnel_data on exec stream ", id));
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
           ", which only the host may send, on stream ", id));
+  }
+}
+
+absl::Status HostSession::OpenTunnel(const Frame& frame) {
+  uint32_t id = frame.header.stream;
+  if (id % 2 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("guest opened a tunnel on odd stream ", id, " (odd ids are the host's)"));
+  }
+  if (id <= last_tunnel_) {
+    return absl::InvalidArgumentError(absl::StrCat("guest opened a tunnel on stream ", id,
+                                                   ", which was already used (the last was ",
+                                                   last_tunnel_, "; tunnel ids must increase)"));
+  }
+  ABOX_ASSIGN_OR_RETURN(TunnelRequest request, DecodeTunnelRequest(frame.payload));
+  last_tunnel_ = id;
+  // Refusals below are answers, not violations: the guest lives on, its tunnel does not.
+  if (tunnels_.size() >= kMaxTunnels) {
+    Queue(FrameType::kReset, id, 0, EncodeError("too many tunnels"));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<TunnelSink*> sink =
+      acceptor_ != nullptr ? acceptor_->OnTunnelOpen(id, request)
+                           : absl::StatusOr<TunnelSink*>(
+                                 absl::FailedPreconditionError("egress is off for this sandbox"));
+  if (!sink.ok() || *sink == nullptr) {
+    Queue(FrameType::kReset, id, 0,
+          EncodeError(sink.ok() ? "tunnel refused" : sink.status().message()));
+    return absl::OkStatus();
+  }
+  tunnels_[id].sink = *sink;
+  return absl::OkStatus();
+}
+
+absl::Status HostSession::HandleTunnel(const Frame& frame) {
+  uint32_t id = frame.header.stream;
+  FrameType type = frame.header.type;
+  // Validate the payload even when the tunnel has ended.
+  std::optional<uint32_t> credit;
+  std::optional<std::string> error;
+  switch (type) {
+    case FrameType::kTunnelData:
+      break;
+    case FrameType::kCredit: {
+      ABOX_ASSIGN_OR_RETURN(credit, DecodeCredit(frame.payload));
+      break;
+    }
+    case FrameType::kReset: {
+      auto text = DecodeError(frame.payload);
+      error = text.ok() ? *text : "guest reset the tunnel (unreadable reason)";
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "guest sent ", FrameTypeName(static_cast<uint8_t>(type)), " on tunnel stream ", id));
+  }
+  auto it = tunnels_.find(id);
+  if (it == tunnels_.end()) {
+    if (id <= last_tunnel_) {
+      return absl::OkStatus();  // The tunnel has ended; the frame crossed our reset or EOF.
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("guest sent ", FrameTypeName(static_cast<uint8_t>(type)), " on tunnel stream ",
+                     id, ", which was never opened"));
+  }
+  Tunnel& t = it->second;
+  switch (type) {
+    case FrameType::kTunnelData: {
+      if (t.guest_eof) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("guest sent tunnel_data after EOF on stream ", id));
+      }
+      ABOX_RETURN_IF_ERROR(
+          base::Annotate(t.recv.OnReceived(static_cast<uint32_t>(frame.payload.size())),
+                         absl::StrCat("tunnel ", id)));
+      if (!frame.payload.empty()) {
+        t.sink->OnData(frame.payload);
+      }
+      if (frame.header.flags & kFlagEof) {
+        t.guest_eof = true;
+        TunnelSink* sink = t.sink;
+        if (t.host_eof) {
+          tunnels_.erase(it);  // Both halves closed: the tunnel is over.
+        }
+        sink->OnEof();
+      }
+      return absl::OkStatus();
+    }
+    case FrameType::kCredit:
+      return base::Annotate(t.send.Grant(*credit), absl::StrCat("tunnel ", id));
+    case FrameType::kReset: {
+      TunnelSink* sink = t.sink;
+      tunnels_.erase(it);
+      sink->OnReset(*error);
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError("not a tunnel frame");
+  }
+}
+
+size_t HostSession::TunnelCredit(uint32_t stream) const {
+  auto it = tunnels_.find(stream);
+  if (it == tunnels_.end() || it->second.host_eof || failed_) {
+    return 0;
+  }
+  return it->second.send.Available();
+}
+
+size_t HostSession::SendTunnel(uint32_t stream, absl::string_view data) {
+  auto it = tunnels_.find(stream);
+  if (it == tunnels_.end() || it->second.host_eof || failed_) {
+    return 0;
+  }
+  return QueueData(FrameType::kTunnelData, stream, it->second.send, data);
+}
+
+void HostSession::CloseTunnel(uint32_t stream) {
+  auto it = tunnels_.find(stream);
+  if (it == tunnels_.end() || it->second.host_eof || failed_) {
+    return;
+  }
+  it->second.host_eof = true;
+  Queue(FrameType::kTunnelData, stream, kFlagEof, "");
+  if (it->second.guest_eof) {
+    tunnels_.erase(it);
+  }
+}
+
+void HostSession::ResetTunnel(uint32_t stream, absl::string_view reason) {
+  auto it = tunnels_.find(stream);
+  if (it == tunnels_.end()) {
+    return;
+  }
+  tunnels_.erase(it);
+  if (!failed_) {
+    Queue(FrameType::kReset, stream, 0, EncodeError(reason));
+  }
+}
+
+void HostSession::ConsumedTunnel(uint32_t stream, size_t n) {
+  auto it = tunnels_.find(stream);
+  if (it == tunnels_.end() || failed_) {
+    return;
+  }
+  uint32_t grant = it->second.recv.Release(static_cast<uint32_t>(n));
+  if (grant > 0) {
+    Queue(FrameType::kCredit, stream, 0, EncodeCredit(grant));
   }
 }
 
@@ -181,8 +338,8 @@ absl::Status HostSession::Tick(absl::Time now) {
   }
   if (ping_outstanding_since_ != absl::InfiniteFuture() &&
       now - std::max(ping_outstanding_since_, last_heard_) > options_.ping_timeout) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "guest did not answer heartbeats for ", absl::FormatDuration(now - last_heard_)));
+    return absl::DeadlineExceededError(absl::StrCat("guest did not answer heartbeats for ",
+                                                    absl::FormatDuration(now - last_heard_)));
   }
   if (!ready() && started_ && now - last_heard_ > options_.ping_timeout &&
       ping_outstanding_since_ == absl::InfiniteFuture()) {
@@ -222,9 +379,9 @@ absl::StatusOr<uint32_t> HostSession::OpenExec(const ExecRequest& request, ExecS
   }
   std::string payload = EncodeExecRequest(request);
   if (payload.size() > kMaxPayload) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "command line and environment take ", payload.size(), " bytes; the limit is ",
-        kMaxPayload));
+    return absl::InvalidArgumentError(absl::StrCat("command line and environment take ",
+                                                   payload.size(), " bytes; the limit is ",
+                                                   kMaxPayload));
   }
   uint32_t id = next_stream_;
   next_stream_ += 2;
@@ -248,13 +405,17 @@ size_t HostSession::SendStdin(uint32_t stream, absl::string_view data) {
   if (it == streams_.end() || it->second.stdin_closed || failed_) {
     return 0;
   }
-  Stream& s = it->second;
+  return QueueData(FrameType::kStdin, stream, it->second.send, data);
+}
+
+size_t HostSession::QueueData(FrameType type, uint32_t stream, CreditWindow& window,
+                              absl::string_view data) {
   size_t sent = 0;
-  while (sent < data.size() && s.send.Available() > 0) {
+  while (sent < data.size() && window.Available() > 0) {
     uint32_t n = static_cast<uint32_t>(
-        std::min<size_t>({data.size() - sent, s.send.Available(), kMaxPayload}));
-    s.send.Consume(n);
-    Queue(FrameType::kStdin, stream, 0, data.substr(sent, n));
+        std::min<size_t>({data.size() - sent, window.Available(), kMaxPayload}));
+    window.Consume(n);
+    Queue(type, stream, 0, data.substr(sent, n));
     sent += n;
   }
   return sent;
@@ -328,8 +489,13 @@ void HostSession::Fail(absl::string_view reason) {
   failed_ = true;
   auto streams = std::move(streams_);
   streams_.clear();
+  auto tunnels = std::move(tunnels_);
+  tunnels_.clear();
   for (auto& [id, s] : streams) {
     s.sink->OnReset(reason);
+  }
+  for (auto& [id, t] : tunnels) {
+    t.sink->OnReset(reason);
   }
 }
 

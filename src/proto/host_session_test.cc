@@ -303,3 +303,248 @@ TEST_F(HostSessionTest, DetachKillsTheCommandAndDiscardsItsOutput) {
 
 }  // namespace
 }  // namespace abox::proto
+
+namespace abox::proto {
+namespace {
+
+struct RecordingTunnel : TunnelSink {
+  std::string data;
+  bool eof = false;
+  std::optional<std::string> reset;
+  void OnData(absl::string_view d) override { data.append(d.data(), d.size()); }
+  void OnEof() override { eof = true; }
+  void OnReset(absl::string_view e) override { reset = std::string(e); }
+};
+
+// Accepts every tunnel into a RecordingTunnel, or refuses with `refusal` when it is set.
+struct RecordingAcceptor : TunnelAcceptor {
+  std::map<uint32_t, std::unique_ptr<RecordingTunnel>> tunnels;
+  std::vector<TunnelRequest> requests;
+  std::optional<absl::Status> refusal;
+  absl::StatusOr<TunnelSink*> OnTunnelOpen(uint32_t stream, const TunnelRequest& r) override {
+    requests.push_back(r);
+    if (refusal) {
+      return *refusal;
+    }
+    auto& t = tunnels[stream];
+    t = std::make_unique<RecordingTunnel>();
+    return t.get();
+  }
+};
+
+std::string TunnelOpen(uint32_t id, TunnelRequest r = {
+                                        .kind = TunnelKind::kTcp, .dst = "1.2.3.4", .port = 443}) {
+  return EncodeFrame(FrameType::kTunnelOpen, id, 0, EncodeTunnelRequest(r));
+}
+
+class HostSessionTunnelTest : public HostSessionTest {
+ protected:
+  void SetUp() override {
+    HostSessionTest::SetUp();
+    (void)session_.TakeOutput();
+    session_.set_tunnel_acceptor(&acceptor_);
+  }
+  absl::Status Guest(const std::string& wire) { return session_.OnBytes(wire, now_); }
+
+  RecordingAcceptor acceptor_;
+};
+
+TEST_F(HostSessionTunnelTest, GuestOpensATunnelAndBytesFlowBothWaysUntilBothEofs) {
+  ASSERT_TRUE(Guest(TunnelOpen(2) + EncodeFrame(FrameType::kTunnelData, 2, 0, "GET /")).ok());
+  ASSERT_EQ(acceptor_.requests.size(), 1u);
+  EXPECT_EQ(acceptor_.requests[0].dst, "1.2.3.4");
+  EXPECT_EQ(acceptor_.requests[0].port, 443);
+  RecordingTunnel& t = *acceptor_.tunnels.at(2);
+  EXPECT_EQ(t.data, "GET /");
+  EXPECT_EQ(session_.open_tunnels(), 1u);
+
+  EXPECT_EQ(session_.TunnelCredit(2), kDefaultWindow);
+  EXPECT_EQ(session_.SendTunnel(2, "HTTP/1.1 200"), 12u);
+  session_.CloseTunnel(2);
+  EXPECT_EQ(session_.SendTunnel(2, "late"), 0u);  // our write half is closed
+  auto frames = Drain(session_);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].header.type, FrameType::kTunnelData);
+  EXPECT_EQ(frames[0].header.stream, 2u);
+  EXPECT_EQ(frames[0].payload, "HTTP/1.1 200");
+  EXPECT_EQ(frames[1].header.type, FrameType::kTunnelData);
+  EXPECT_EQ(frames[1].header.flags, kFlagEof);
+
+  ASSERT_TRUE(Guest(EncodeFrame(FrameType::kTunnelData, 2, kFlagEof, "")).ok());
+  EXPECT_TRUE(t.eof);
+  EXPECT_FALSE(t.reset.has_value());
+  EXPECT_EQ(session_.open_tunnels(), 0u);  // both halves closed
+  // A late credit from the guest crossed the end: ignored.
+  EXPECT_TRUE(Guest(EncodeFrame(FrameType::kCredit, 2, 0, EncodeCredit(12))).ok());
+}
+
+TEST_F(HostSessionTunnelTest, KindsOtherThanTcpCarryNoAddress) {
+  ASSERT_TRUE(
+      Guest(TunnelOpen(2, {.kind = TunnelKind::kDns}) + TunnelOpen(4, {.kind = TunnelKind::kProxy}))
+          .ok());
+  ASSERT_EQ(acceptor_.requests.size(), 2u);
+  EXPECT_EQ(acceptor_.requests[0].kind, TunnelKind::kDns);
+  EXPECT_EQ(acceptor_.requests[1].kind, TunnelKind::kProxy);
+  EXPECT_TRUE(acceptor_.requests[1].dst.empty());
+}
+
+TEST_F(HostSessionTunnelTest, WithoutAnAcceptorEveryTunnelIsResetAsEgressOff) {
+  session_.set_tunnel_acceptor(nullptr);
+  ASSERT_TRUE(Guest(TunnelOpen(2) + EncodeFrame(FrameType::kTunnelData, 2, 0, "x")).ok());
+  auto frames = Drain(session_);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].header.type, FrameType::kReset);
+  EXPECT_EQ(frames[0].header.stream, 2u);
+  EXPECT_EQ(*DecodeError(frames[0].payload), "egress is off for this sandbox");
+  EXPECT_EQ(session_.open_tunnels(), 0u);
+}
+
+TEST_F(HostSessionTunnelTest, AcceptorRefusalBecomesTheResetReason) {
+  acceptor_.refusal = absl::PermissionDeniedError("policy says no");
+  ASSERT_TRUE(Guest(TunnelOpen(2)).ok());
+  auto frames = Drain(session_);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].header.type, FrameType::kReset);
+  EXPECT_EQ(*DecodeError(frames[0].payload), "policy says no");
+}
+
+TEST_F(HostSessionTunnelTest, TooManyTunnelsAreResetButTheSessionLives) {
+  std::string wire;
+  for (uint32_t i = 1; i <= kMaxTunnels + 3; ++i) {
+    wire += TunnelOpen(2 * i) + EncodeFrame(FrameType::kTunnelData, 2 * i, 0, "x");
+  }
+  ASSERT_TRUE(Guest(wire).ok());
+  EXPECT_EQ(session_.open_tunnels(), kMaxTunnels);
+  EXPECT_EQ(acceptor_.tunnels.size(), kMaxTunnels);
+  auto frames = Drain(session_);
+  ASSERT_EQ(frames.size(), 3u);
+  for (const Frame& f : frames) {
+    EXPECT_EQ(f.header.type, FrameType::kReset);
+    EXPECT_GT(f.header.stream, 2 * kMaxTunnels);
+    EXPECT_EQ(*DecodeError(f.payload), "too many tunnels");
+  }
+  // Once one ends, the next is accepted.
+  ASSERT_TRUE(Guest(EncodeFrame(FrameType::kReset, 2, 0, EncodeError("closed"))).ok());
+  EXPECT_EQ(acceptor_.tunnels.at(2)->reset, "closed");
+  uint32_t next = 2 * (kMaxTunnels + 4);
+  ASSERT_TRUE(Guest(TunnelOpen(next)).ok());
+  EXPECT_EQ(session_.open_tunnels(), kMaxTunnels);
+  EXPECT_EQ(acceptor_.tunnels.count(next), 1u);
+  EXPECT_TRUE(Drain(session_).empty());
+}
+
+TEST_F(HostSessionTunnelTest, TunnelDataBeyondCreditIsAViolationAndConsumedDataIsRecredited) {
+  ASSERT_TRUE(Guest(TunnelOpen(2)).ok());
+  std::string chunk(kMaxPayload, 'x');
+  for (uint32_t sent = 0; sent < kDefaultWindow; sent += kMaxPayload) {
+    ASSERT_TRUE(Guest(EncodeFrame(FrameType::kTunnelData, 2, 0, chunk)).ok());
+  }
+  session_.ConsumedTunnel(2, kDefaultWindow);
+  auto frames = Drain(session_);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].header.type, FrameType::kCredit);
+  EXPECT_EQ(*DecodeCredit(frames[0].payload), kDefaultWindow);
+  for (uint32_t sent = 0; sent < kDefaultWindow; sent += kMaxPayload) {
+    ASSERT_TRUE(Guest(EncodeFrame(FrameType::kTunnelData, 2, 0, chunk)).ok());
+  }
+  EXPECT_EQ(Guest(EncodeFrame(FrameType::kTunnelData, 2, 0, "1")).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(HostSessionTunnelTest, HostSendsOnlyWithinTheGuestsCredit) {
+  ASSERT_TRUE(Guest(TunnelOpen(2)).ok());
+  std::string big(kDefaultWindow + 1000, 'a');
+  EXPECT_EQ(session_.SendTunnel(2, big), kDefaultWindow);
+  EXPECT_EQ(session_.TunnelCredit(2), 0u);
+  for (const Frame& f : Drain(session_)) {
+    EXPECT_EQ(f.header.type, FrameType::kTunnelData);
+    EXPECT_LE(f.payload.size(), kMaxPayload);
+  }
+  ASSERT_TRUE(Guest(EncodeFrame(FrameType::kCredit, 2, 0, EncodeCredit(1000))).ok());
+  EXPECT_EQ(session_.TunnelCredit(2), 1000u);
+  // Granting beyond the window is a lie.
+  EXPECT_FALSE(Guest(EncodeFrame(FrameType::kCredit, 2, 0, EncodeCredit(kDefaultWindow))).ok());
+}
+
+TEST_F(HostSessionTunnelTest, FramesCrossingOurResetAreIgnored) {
+  ASSERT_TRUE(Guest(TunnelOpen(2)).ok());
+  RecordingTunnel* t = acceptor_.tunnels.at(2).get();
+  session_.ResetTunnel(2, "denied by policy");
+  auto frames = Drain(session_);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_EQ(frames[0].header.type, FrameType::kReset);
+  EXPECT_EQ(*DecodeError(frames[0].payload), "denied by policy");
+  EXPECT_TRUE(Guest(EncodeFrame(FrameType::kTunnelData, 2, 0, "more") +
+                    EncodeFrame(FrameType::kTunnelData, 2, kFlagEof, "") +
+                    EncodeFrame(FrameType::kCredit, 2, 0, EncodeCredit(5)) +
+                    EncodeFrame(FrameType::kReset, 2, 0, EncodeError("bye")))
+                  .ok());
+  EXPECT_TRUE(t->data.empty());
+  EXPECT_FALSE(t->reset.has_value());  // not called after ResetTunnel
+  session_.ResetTunnel(2, "again");    // no-op for an ended tunnel
+  EXPECT_TRUE(Drain(session_).empty());
+  // Still validated: a malformed credit on an ended tunnel is a violation.
+  EXPECT_FALSE(Guest(EncodeFrame(FrameType::kCredit, 2, 0, "xy")).ok());
+}
+
+TEST_F(HostSessionTunnelTest, HostileTunnelFramesAreViolations) {
+  struct Case {
+    const char* name;
+    std::string wire;
+  };
+  std::vector<Case> cases = {
+      {"open on an odd id", TunnelOpen(3)},
+      {"open on an id in use", TunnelOpen(2) + TunnelOpen(2)},
+      {"open on a lower id", TunnelOpen(4) + TunnelOpen(2)},
+      {"open with bad json", EncodeFrame(FrameType::kTunnelOpen, 2, 0, "{nope")},
+      {"open with a host name",
+       EncodeFrame(FrameType::kTunnelOpen, 2, 0, R"({"kind":"tcp","dst":"example.com","port":1})")},
+      {"data on a never-opened tunnel", EncodeFrame(FrameType::kTunnelData, 2, 0, "x")},
+      {"credit on a never-opened tunnel", EncodeFrame(FrameType::kCredit, 4, 0, EncodeCredit(1))},
+      {"data after eof", TunnelOpen(2) + EncodeFrame(FrameType::kTunnelData, 2, kFlagEof, "") +
+                             EncodeFrame(FrameType::kTunnelData, 2, 0, "x")},
+      {"stdout on a tunnel", TunnelOpen(2) + EncodeFrame(FrameType::kStdout, 2, 0, "x")},
+      {"exit on a tunnel",
+       TunnelOpen(2) + EncodeFrame(FrameType::kExit, 2, 0, EncodeExitInfo({.exit_code = 0}))},
+      {"tunnel data on an exec stream", EncodeFrame(FrameType::kTunnelData, 1, 0, "x")},
+      {"open before the handshake", ""},
+  };
+  for (const auto& c : cases) {
+    HostSession s{HostSession::Options{}};
+    s.Start(now_);
+    if (c.wire.empty()) {
+      EXPECT_FALSE(s.OnBytes(TunnelOpen(2), now_).ok()) << c.name;
+      continue;
+    }
+    ASSERT_TRUE(s.OnBytes(GuestHello(), now_).ok());
+    RecordingAcceptor acceptor;
+    s.set_tunnel_acceptor(&acceptor);
+    RecordingSink sink;
+    ASSERT_TRUE(s.OpenExec(ExecRequest{.argv = {"x"}}, &sink).ok());  // stream 1
+    EXPECT_FALSE(s.OnBytes(c.wire, now_).ok()) << c.name;
+  }
+}
+
+TEST_F(HostSessionTunnelTest, FailResetsEveryTunnel) {
+  ASSERT_TRUE(Guest(TunnelOpen(2) + TunnelOpen(4)).ok());
+  session_.Fail("qemu exited");
+  EXPECT_EQ(acceptor_.tunnels.at(2)->reset, "qemu exited");
+  EXPECT_EQ(acceptor_.tunnels.at(4)->reset, "qemu exited");
+  EXPECT_EQ(session_.open_tunnels(), 0u);
+  EXPECT_EQ(session_.SendTunnel(2, "x"), 0u);
+}
+
+TEST_F(HostSessionTunnelTest, HostHelloOffersTheTunnelCapability) {
+  HostSession s{HostSession::Options{}};
+  s.Start(now_);
+  auto frames = Drain(s);
+  ASSERT_EQ(frames.size(), 1u);
+  auto hello = DecodeHello(frames[0].payload);
+  ASSERT_TRUE(hello.ok());
+  EXPECT_EQ(hello->version, 2u);
+  EXPECT_NE(std::find(hello->capabilities.begin(), hello->capabilities.end(), "tunnel"),
+            hello->capabilities.end());
+}
+
+}  // namespace
+}  // namespace abox::proto

@@ -1,5 +1,7 @@
 #include "src/proto/messages.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <csignal>
 
@@ -68,6 +70,26 @@ absl::Status GetBool(const json& j, const char* field, bool* out, absl::string_v
 }
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+// Fails on the first key of `j` not in `known`.
+template <size_t N>
+absl::Status CheckKnownFields(const json& j, const char* const (&known)[N], absl::string_view what) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    if (std::find_if(std::begin(known), std::end(known),
+                     [&key](const char* k) { return key == k; }) == std::end(known)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": unknown field '", key, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// An IPv4 or IPv6 literal exactly as inet_pton reads it (no shorthands, zones or brackets).
+bool IsAddressLiteral(const std::string& text) {
+  unsigned char buf[16];
+  return !HasNul(text) && (::inet_pton(AF_INET, text.c_str(), buf) == 1 ||
+                           ::inet_pton(AF_INET6, text.c_str(), buf) == 1);
+}
 
 std::string Dump(const json& j) {
   // Invalid UTF-8 is replaced rather than thrown on.
@@ -174,13 +196,7 @@ absl::StatusOr<ExecRequest> DecodeExecRequest(absl::string_view payload) {
   ABOX_ASSIGN_OR_RETURN(json j, ParseObject(payload, kWhat));
   static const char* const kKnown[] = {"argv", "shell", "env", "cwd",
                                        "user", "timeout_ms", "stdin", "pty"};
-  for (const auto& item : j.items()) {
-    const std::string& key = item.key();
-    if (std::find_if(std::begin(kKnown), std::end(kKnown),
-                     [&key](const char* k) { return key == k; }) == std::end(kKnown)) {
-      return absl::InvalidArgumentError(absl::StrCat(kWhat, ": unknown field '", key, "'"));
-    }
-  }
+  ABOX_RETURN_IF_ERROR(CheckKnownFields(j, kKnown, kWhat));
   ExecRequest r;
   auto argv = j.find("argv");
   auto shell = j.find("shell");
@@ -313,6 +329,70 @@ absl::StatusOr<std::string> DecodeError(absl::string_view payload) {
     }
   }
   return text;
+}
+
+const char* TunnelKindName(TunnelKind kind) {
+  switch (kind) {
+    case TunnelKind::kTcp:
+      return "tcp";
+    case TunnelKind::kProxy:
+      return "proxy";
+    case TunnelKind::kDns:
+      return "dns";
+  }
+  return "unknown";
+}
+
+std::string EncodeTunnelRequest(const TunnelRequest& r) {
+  json j{{"kind", TunnelKindName(r.kind)}};
+  if (r.kind == TunnelKind::kTcp) {
+    j["dst"] = r.dst;
+    j["port"] = r.port;
+  }
+  return Dump(j);
+}
+
+absl::StatusOr<TunnelRequest> DecodeTunnelRequest(absl::string_view payload) {
+  constexpr absl::string_view kWhat = "tunnel_open";
+  ABOX_ASSIGN_OR_RETURN(json j, ParseObject(payload, kWhat));
+  static const char* const kKnown[] = {"kind", "dst", "port"};
+  ABOX_RETURN_IF_ERROR(CheckKnownFields(j, kKnown, kWhat));
+  std::string kind;
+  ABOX_RETURN_IF_ERROR(GetString(j, "kind", 16, &kind, kWhat));
+  TunnelRequest r;
+  if (kind == "tcp") {
+    r.kind = TunnelKind::kTcp;
+  } else if (kind == "proxy") {
+    r.kind = TunnelKind::kProxy;
+  } else if (kind == "dns") {
+    r.kind = TunnelKind::kDns;
+  } else {
+    return FieldError(kWhat, "kind", "\"tcp\", \"proxy\" or \"dns\"");
+  }
+  bool has_dst = j.contains("dst");
+  bool has_port = j.contains("port");
+  if (r.kind != TunnelKind::kTcp) {
+    if (has_dst || has_port) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kWhat, ": dst and port belong to kind \"tcp\" only"));
+    }
+    return r;
+  }
+  if (!has_dst || !has_port) {
+    return absl::InvalidArgumentError(absl::StrCat(kWhat, ": kind \"tcp\" needs dst and port"));
+  }
+  // INET6_ADDRSTRLEN: the longest literal inet_pton accepts.
+  ABOX_RETURN_IF_ERROR(GetString(j, "dst", 45, &r.dst, kWhat));
+  if (!IsAddressLiteral(r.dst)) {
+    return FieldError(kWhat, "dst", "an IPv4 or IPv6 address literal");
+  }
+  uint64_t port = 0;
+  ABOX_RETURN_IF_ERROR(GetUint(j, "port", 65535, &port, kWhat, true));
+  if (port == 0) {
+    return FieldError(kWhat, "port", "a port in [1, 65535]");
+  }
+  r.port = static_cast<uint16_t>(port);
+  return r;
 }
 
 }  // namespace abox::proto

@@ -1,5 +1,5 @@
-// JSON control messages carried in kHello, kOpen, kSignal, kResize, kExit, kReset and kGoodbye
-// frames. Decoders validate every field (types, ranges, sizes) because the host decodes what a
+// JSON control messages carried in kHello, kOpen, kSignal, kResize, kExit, kReset, kGoodbye and
+// kTunnelOpen frames. Decoders validate every field (types, ranges, sizes) because the host decodes what a
 // hostile guest sends and the guest decodes what the host sends.
 #pragma once
 
@@ -66,6 +66,25 @@ std::string EncodeResize(const PtySize& s);
 // kReset / kGoodbye: {"error": "..."} (the text is bounded and sanitized on decode).
 std::string EncodeError(absl::string_view error);
 [[nodiscard]] absl::StatusOr<std::string> DecodeError(absl::string_view payload);
+
+// kTunnelOpen: what the guest's local end caught. Everything in it is the guest's claim; the
+// host decides on its own what it allows.
+enum class TunnelKind : uint8_t {
+  kTcp,    // a TCP connection caught by the transparent redirect, to `dst`:`port`
+  kProxy,  // a connection to the guest's HTTP proxy port (the host parses CONNECT / absolute-form)
+  kDns,    // DNS messages, each with a 2-byte big-endian length prefix (RFC 1035 TCP framing)
+};
+struct TunnelRequest {
+  TunnelKind kind = TunnelKind::kTcp;
+  std::string dst;    // kTcp only: an IPv4 or IPv6 literal (inet_pton form)
+  uint16_t port = 0;  // kTcp only: 1..65535
+};
+// "tcp", "proxy", "dns".
+const char* TunnelKindName(TunnelKind kind);
+std::string EncodeTunnelRequest(const TunnelRequest& r);
+// Rejects unknown fields and kinds, dst/port on kinds other than kTcp, a kTcp without both, a dst
+// that is not an address literal and port 0.
+[[nodiscard]] absl::StatusOr<TunnelRequest> DecodeTunnelRequest(absl::string_view payload);
 
 // Limits enforced by the decoders.
 inline constexpr size_t kMaxArgs = 4096;

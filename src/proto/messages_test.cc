@@ -101,5 +101,55 @@ TEST(MessagesTest, SignalAndResize) {
   EXPECT_EQ(r->cols, 20);
 }
 
+TEST(MessagesTest, TunnelRequestRoundTrip) {
+  TunnelRequest tcp{.kind = TunnelKind::kTcp, .dst = "93.184.215.14", .port = 443};
+  auto d = DecodeTunnelRequest(EncodeTunnelRequest(tcp));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->kind, TunnelKind::kTcp);
+  EXPECT_EQ(d->dst, "93.184.215.14");
+  EXPECT_EQ(d->port, 443);
+  auto v6 = DecodeTunnelRequest(R"({"kind":"tcp","dst":"2001:db8::1","port":22})");
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->dst, "2001:db8::1");
+  for (TunnelKind kind : {TunnelKind::kProxy, TunnelKind::kDns}) {
+    TunnelRequest r{.kind = kind, .dst = "ignored", .port = 1};
+    std::string wire = EncodeTunnelRequest(r);
+    EXPECT_EQ(wire.find("dst"), std::string::npos) << wire;  // only tcp carries an address
+    auto back = DecodeTunnelRequest(wire);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->kind, kind);
+    EXPECT_TRUE(back->dst.empty());
+    EXPECT_EQ(back->port, 0);
+  }
+  EXPECT_STREQ(TunnelKindName(TunnelKind::kProxy), "proxy");
+}
+
+TEST(MessagesTest, TunnelRequestRejectsBadInput) {
+  for (const char* bad : {
+           "",
+           "[]",
+           "{}",
+           R"({"kind":"udp"})",
+           R"({"kind":1})",
+           R"({"kind":"dns","extra":1})",
+           R"({"kind":"dns","dst":"1.2.3.4"})",  // dst only with tcp
+           R"({"kind":"proxy","port":80})",      // port only with tcp
+           R"({"kind":"tcp"})",                  // tcp needs both
+           R"({"kind":"tcp","dst":"1.2.3.4"})",
+           R"({"kind":"tcp","port":80})",
+           R"({"kind":"tcp","dst":"example.com","port":80})",  // names are not addresses
+           R"({"kind":"tcp","dst":"127.1","port":80})",        // no inet_aton shorthands
+           R"({"kind":"tcp","dst":"[::1]","port":80})",
+           R"({"kind":"tcp","dst":"fe80::1%eth0","port":80})",
+           R"({"kind":"tcp","dst":"1.2.3.4\u0000","port":80})",
+           R"({"kind":"tcp","dst":"1.2.3.4","port":0})",
+           R"({"kind":"tcp","dst":"1.2.3.4","port":65536})",
+           R"({"kind":"tcp","dst":"1.2.3.4","port":-1})",
+           R"({"kind":"tcp","dst":"1.2.3.4","port":"80"})",
+       }) {
+    EXPECT_FALSE(DecodeTunnelRequest(bad).ok()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace abox::proto

@@ -10,8 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
+#include "src/runtime/agent_tunnel.h"
 
 namespace abox::runtime {
+
+void internal::AgentCore::Wake() const {
+  uint64_t one = 1;
+  (void)!::write(wake.get(), &one, sizeof(one));
+}
 
 // Collects output for one exec under the client's mutex (called by HostSession).
 class Exec::Sink final : public proto::ExecSink {
@@ -21,17 +27,17 @@ class Exec::Sink final : public proto::ExecSink {
   void OnStderr(absl::string_view d) override { Push(true, d); }
   void OnExit(const proto::ExitInfo& info) override {
     exec_->exit_ = info;
-    exec_->client_->cv_.notify_all();
+    exec_->core_->cv.notify_all();
   }
   void OnReset(absl::string_view error) override {
     exec_->reset_ = std::string(error);
-    exec_->client_->cv_.notify_all();
+    exec_->core_->cv.notify_all();
   }
 
  private:
   void Push(bool is_stderr, absl::string_view d) {
     exec_->chunks_.push_back({is_stderr, std::string(d)});
-    exec_->client_->cv_.notify_all();
+    exec_->core_->cv.notify_all();
   }
   Exec* exec_;
 };
@@ -51,55 +57,80 @@ absl::StatusOr<std::unique_ptr<AgentClient>> AgentClient::Create(base::UniqueFd 
 
 AgentClient::AgentClient(base::UniqueFd channel, base::UniqueFd wake, Options options)
     : channel_(std::move(channel)),
-      wake_(std::move(wake)),
       options_(std::move(options)),
-      session_(options_.session) {
-  session_.Start(absl::Now());
+      core_(std::make_shared<internal::AgentCore>(std::move(wake), options_.session)) {
+  core_->session.set_tunnel_acceptor(this);
+  core_->session.Start(absl::Now());
 }
 
 AgentClient::~AgentClient() {
   {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(core_->mu);
     stopping_ = true;
     FailLocked(absl::CancelledError("agent client closed"));
+    // Tunnels that outlive us must not reach back: the session is failed and keeps no acceptor.
+    core_->session.set_tunnel_acceptor(nullptr);
   }
-  Wake();
+  core_->Wake();
   if (thread_.joinable()) {
     thread_.join();
   }
 }
 
-void AgentClient::Wake() {
-  uint64_t one = 1;
-  (void)!::write(wake_.get(), &one, sizeof(one));
-}
-
 void AgentClient::FailLocked(const absl::Status& reason) {
-  if (!failure_.ok()) {
+  if (!core_->failure.ok()) {
     return;
   }
-  failure_ = reason;
-  session_.Fail(reason.message());
-  cv_.notify_all();
+  core_->failure = reason;
+  core_->session.Fail(reason.message());
+  core_->cv.notify_all();
   if (options_.on_failure && !stopping_) {
     options_.on_failure(reason);
   }
 }
 
 void AgentClient::Fail(const absl::Status& reason) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(core_->mu);
   FailLocked(reason);
-  Wake();
+  core_->Wake();
 }
 
 absl::Status AgentClient::failure() const {
-  std::lock_guard lock(mu_);
-  return failure_;
+  std::lock_guard lock(core_->mu);
+  return core_->failure;
 }
 
 std::string AgentClient::agent_version() const {
-  std::lock_guard lock(mu_);
-  return session_.peer() ? session_.peer()->agent_version : "";
+  std::lock_guard lock(core_->mu);
+  return core_->session.peer() ? core_->session.peer()->agent_version : "";
+}
+
+absl::StatusOr<proto::TunnelSink*> AgentClient::OnTunnelOpen(uint32_t stream,
+                                                             const proto::TunnelRequest& request) {
+  if (!options_.on_tunnel) {
+    return absl::FailedPreconditionError("egress is off for this sandbox");
+  }
+  net::TunnelInfo info;
+  switch (request.kind) {
+    case proto::TunnelKind::kTcp:
+      info.kind = net::TunnelInfo::Kind::kTransparent;
+      info.original_ip = net::IpAddress::Parse(request.dst);
+      info.original_port = request.port;
+      if (!info.original_ip) {
+        return absl::InvalidArgumentError("tunnel_open: dst is not an address");
+      }
+      break;
+    case proto::TunnelKind::kProxy:
+      info.kind = net::TunnelInfo::Kind::kHttpProxy;
+      break;
+    case proto::TunnelKind::kDns:
+      info.kind = net::TunnelInfo::Kind::kDns;
+      break;
+  }
+  auto tunnel = std::make_unique<AgentTunnel>(core_, stream, info);
+  proto::TunnelSink* sink = tunnel->sink();
+  new_tunnels_.push_back(std::move(tunnel));
+  return sink;
 }
 
 void AgentClient::Run() {
@@ -108,16 +139,16 @@ void AgentClient::Run() {
   for (;;) {
     int timeout_ms;
     {
-      std::unique_lock lock(mu_);
-      if (stopping_ || !failure_.ok()) {
+      std::unique_lock lock(core_->mu);
+      if (stopping_ || !core_->failure.ok()) {
         return;
       }
       absl::Time now = absl::Now();
-      if (auto s = session_.Tick(now); !s.ok()) {
+      if (auto s = core_->session.Tick(now); !s.ok()) {
         FailLocked(s);
         return;
       }
-      pending += session_.TakeOutput();
+      pending += core_->session.TakeOutput();
       if (pending.size() > proto::HostSession::kMaxPendingOutput) {
         FailLocked(absl::ResourceExhaustedError(absl::StrCat(
             "guest protocol violation: guest is not reading its channel (", pending.size(),
@@ -125,9 +156,9 @@ void AgentClient::Run() {
         return;
       }
       timeout_ms = static_cast<int>(std::clamp<int64_t>(
-          absl::ToInt64Milliseconds(session_.NextTick() - now) + 1, 1, 1000));
+          absl::ToInt64Milliseconds(core_->session.NextTick() - now) + 1, 1, 1000));
     }
-    pollfd fds[2] = {{channel_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+    pollfd fds[2] = {{channel_.get(), POLLIN, 0}, {core_->wake.get(), POLLIN, 0}};
     if (!pending.empty()) {
       fds[0].events |= POLLOUT;
     }
@@ -141,7 +172,7 @@ void AgentClient::Run() {
     }
     if (fds[1].revents & POLLIN) {
       uint64_t v;
-      (void)!::read(wake_.get(), &v, sizeof(v));
+      (void)!::read(core_->wake.get(), &v, sizeof(v));
     }
     if ((fds[0].revents & POLLOUT) && !pending.empty()) {
       ssize_t n = ::send(channel_.get(), pending.data(), pending.size(), MSG_NOSIGNAL);
@@ -152,92 +183,109 @@ void AgentClient::Run() {
         return;
       }
     }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-      ssize_t n = ::recv(channel_.get(), buf, sizeof(buf), 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        Fail(n == 0 ? absl::UnavailableError("the agent channel closed (the VM stopped?)")
-                    : base::ErrnoError("recv(agent channel)"));
-        return;
-      }
-      if (n > 0) {
-        std::lock_guard lock(mu_);
-        auto s = session_.OnBytes(absl::string_view(buf, static_cast<size_t>(n)), absl::Now());
-        if (!s.ok()) {
-          FailLocked(absl::Status(s.code(),
-                                  absl::StrCat("guest protocol violation: ", s.message())));
-          return;
-        }
-        cv_.notify_all();
-      }
+    if ((fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && !ReadChannel(buf, sizeof(buf))) {
+      return;
     }
   }
 }
 
+bool AgentClient::ReadChannel(char* buf, size_t len) {
+  ssize_t n = ::recv(channel_.get(), buf, len, 0);
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+    Fail(n == 0 ? absl::UnavailableError("the agent channel closed (the VM stopped?)")
+                : base::ErrnoError("recv(agent channel)"));
+    return false;
+  }
+  if (n < 0) {
+    return true;
+  }
+  std::vector<std::unique_ptr<AgentTunnel>> tunnels;
+  {
+    std::lock_guard lock(core_->mu);
+    auto s = core_->session.OnBytes(absl::string_view(buf, static_cast<size_t>(n)), absl::Now());
+    tunnels.swap(new_tunnels_);
+    if (!s.ok()) {
+      FailLocked(
+          absl::Status(s.code(), absl::StrCat("guest protocol violation: ", s.message())));
+      return false;  // `tunnels` were reset by the failure and are dropped.
+    }
+    core_->cv.notify_all();
+  }
+  // Outside the lock: the callback may use the tunnel (or drop it, which resets it).
+  for (auto& tunnel : tunnels) {
+    options_.on_tunnel(std::move(tunnel));
+  }
+  return true;
+}
+
 absl::Status AgentClient::WaitReady(absl::Duration timeout) {
-  std::unique_lock lock(mu_);
+  std::unique_lock lock(core_->mu);
   auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(timeout);
-  if (!cv_.wait_until(lock, deadline, [&] { return session_.ready() || !failure_.ok(); })) {
+  if (!core_->cv.wait_until(lock, deadline,
+                            [&] { return core_->session.ready() || !core_->failure.ok(); })) {
     return absl::DeadlineExceededError(absl::StrCat(
         "the guest agent did not answer within ", absl::FormatDuration(timeout)));
   }
-  return failure_;
+  return core_->failure;
 }
 
 absl::StatusOr<std::unique_ptr<Exec>> AgentClient::StartExec(const proto::ExecRequest& request) {
-  std::unique_ptr<Exec> exec(new Exec(this, 0));
+  std::unique_ptr<Exec> exec(new Exec(core_, 0));
   exec->sink_ = std::make_unique<Exec::Sink>(exec.get());
   {
-    std::lock_guard lock(mu_);
-    ABOX_RETURN_IF_ERROR(failure_);
-    ABOX_ASSIGN_OR_RETURN(exec->stream_, session_.OpenExec(request, exec->sink_.get()));
+    std::lock_guard lock(core_->mu);
+    ABOX_RETURN_IF_ERROR(core_->failure);
+    ABOX_ASSIGN_OR_RETURN(exec->stream_, core_->session.OpenExec(request, exec->sink_.get()));
   }
-  Wake();
+  core_->Wake();
   return exec;
 }
 
 absl::StatusOr<absl::Duration> AgentClient::Ping(absl::Duration timeout) {
-  std::unique_lock lock(mu_);
-  ABOX_RETURN_IF_ERROR(failure_);
+  std::unique_lock lock(core_->mu);
+  ABOX_RETURN_IF_ERROR(core_->failure);
   std::string payload = absl::StrCat("rtt-", ++ping_seq_);
   absl::Time start = absl::Now();
-  session_.Ping(payload);
-  Wake();
+  core_->session.Ping(payload);
+  core_->Wake();
   auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(timeout);
-  if (!cv_.wait_until(lock, deadline,
-                      [&] { return session_.last_pong() == payload || !failure_.ok(); })) {
+  if (!core_->cv.wait_until(lock, deadline, [&] {
+        return core_->session.last_pong() == payload || !core_->failure.ok();
+      })) {
     return absl::DeadlineExceededError("no pong from the guest agent");
   }
-  ABOX_RETURN_IF_ERROR(failure_);
+  ABOX_RETURN_IF_ERROR(core_->failure);
   return absl::Now() - start;
 }
 
 void AgentClient::Shutdown() {
   {
-    std::lock_guard lock(mu_);
-    session_.Shutdown();
+    std::lock_guard lock(core_->mu);
+    core_->session.Shutdown();
   }
-  Wake();
+  core_->Wake();
 }
 
-Exec::Exec(AgentClient* client, uint32_t stream) : client_(client), stream_(stream) {}
+Exec::Exec(std::shared_ptr<internal::AgentCore> core, uint32_t stream)
+    : core_(std::move(core)), stream_(stream) {}
 
 Exec::~Exec() {
-  std::lock_guard lock(client_->mu_);
+  std::lock_guard lock(core_->mu);
   if (!exit_ && !reset_) {
     // Still running: the session kills it and stops calling our sink.
-    client_->session_.Detach(stream_);
-    client_->Wake();
+    core_->session.Detach(stream_);
+    core_->Wake();
   }
 }
 
 std::optional<Exec::Chunk> Exec::ReadOutput() {
-  std::unique_lock lock(client_->mu_);
+  std::unique_lock lock(core_->mu);
   if (unconsumed_ > 0) {
-    client_->session_.ConsumedOutput(stream_, unconsumed_);
+    core_->session.ConsumedOutput(stream_, unconsumed_);
     unconsumed_ = 0;
-    client_->Wake();
+    core_->Wake();
   }
-  client_->cv_.wait(lock, [&] { return !chunks_.empty() || exit_ || reset_; });
+  core_->cv.wait(lock, [&] { return !chunks_.empty() || exit_ || reset_; });
   if (chunks_.empty()) {
     return std::nullopt;
   }
@@ -248,8 +296,8 @@ std::optional<Exec::Chunk> Exec::ReadOutput() {
 }
 
 absl::StatusOr<proto::ExitInfo> Exec::Wait() {
-  std::unique_lock lock(client_->mu_);
-  client_->cv_.wait(lock, [&] { return exit_ || reset_; });
+  std::unique_lock lock(core_->mu);
+  core_->cv.wait(lock, [&] { return exit_ || reset_; });
   if (exit_) {
     return *exit_;
   }
@@ -258,37 +306,36 @@ absl::StatusOr<proto::ExitInfo> Exec::Wait() {
 
 absl::Status Exec::WriteStdin(absl::string_view data) {
   while (!data.empty()) {
-    std::unique_lock lock(client_->mu_);
-    client_->cv_.wait(lock, [&] {
-      return client_->session_.StdinCredit(stream_) > 0 || exit_ || reset_ ||
-             !client_->failure_.ok();
+    std::unique_lock lock(core_->mu);
+    core_->cv.wait(lock, [&] {
+      return core_->session.StdinCredit(stream_) > 0 || exit_ || reset_ || !core_->failure.ok();
     });
-    if (exit_ || reset_ || !client_->failure_.ok()) {
+    if (exit_ || reset_ || !core_->failure.ok()) {
       return absl::FailedPreconditionError("the command is no longer reading stdin");
     }
-    size_t n = client_->session_.SendStdin(stream_, data);
+    size_t n = core_->session.SendStdin(stream_, data);
     data.remove_prefix(n);
-    client_->Wake();
+    core_->Wake();
   }
   return absl::OkStatus();
 }
 
 void Exec::CloseStdin() {
-  std::lock_guard lock(client_->mu_);
-  client_->session_.CloseStdin(stream_);
-  client_->Wake();
+  std::lock_guard lock(core_->mu);
+  core_->session.CloseStdin(stream_);
+  core_->Wake();
 }
 
 void Exec::Signal(int signal) {
-  std::lock_guard lock(client_->mu_);
-  client_->session_.Signal(stream_, signal);
-  client_->Wake();
+  std::lock_guard lock(core_->mu);
+  core_->session.Signal(stream_, signal);
+  core_->Wake();
 }
 
 void Exec::Resize(proto::PtySize size) {
-  std::lock_guard lock(client_->mu_);
-  client_->session_.Resize(stream_, size);
-  client_->Wake();
+  std::lock_guard lock(core_->mu);
+  core_->session.Resize(stream_, size);
+  core_->Wake();
 }
 
 }  // namespace abox::runtime

@@ -8,16 +8,37 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/base/unique_fd.h"
+#include "src/net/tunnel.h"
 #include "src/proto/host_session.h"
 
 namespace abox::runtime {
 
 class AgentClient;
+class AgentTunnel;
+
+namespace internal {
+// What an agent connection's client, execs and tunnels share. Tunnels hold it by shared_ptr
+// because the egress proxy owns them and may keep one past the client: once the client is gone
+// the session is failed, so every call on such a tunnel fails or does nothing.
+struct AgentCore {
+  explicit AgentCore(base::UniqueFd wake_fd, proto::HostSession::Options session_options)
+      : wake(std::move(wake_fd)), session(session_options) {}
+  // Wakes the I/O thread (there is output for the guest).
+  void Wake() const;
+
+  const base::UniqueFd wake;  // eventfd
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  proto::HostSession session;  // guarded by mu
+  absl::Status failure;        // guarded by mu
+};
+}  // namespace internal
 
 // One command running in the guest. Thread-safe: output can be read on one thread while
 // another writes stdin or sends signals. Host memory per exec is bounded by the protocol's
@@ -49,11 +70,11 @@ class Exec final {
  private:
   friend class AgentClient;
   class Sink;
-  Exec(AgentClient* client, uint32_t stream);
+  Exec(std::shared_ptr<internal::AgentCore> core, uint32_t stream);
 
-  AgentClient* client_;
+  std::shared_ptr<internal::AgentCore> core_;
   uint32_t stream_;
-  // Guarded by client_->mu_.
+  // Guarded by core_->mu.
   std::deque<Chunk> chunks_;
   size_t unconsumed_ = 0;  // bytes handed out by ReadOutput and not yet re-credited
   std::optional<proto::ExitInfo> exit_;
@@ -64,13 +85,17 @@ class Exec final {
 // The host end of one agent channel: runs the protocol (proto::HostSession) on an I/O thread
 // over a connected stream socket. Owns the socket and the thread. Thread-safe. The trust
 // boundary is the HostSession: any violation drops the connection, fails every running exec
-// and reports the reason through failure() and the failure callback.
-class AgentClient final {
+// and tunnel and reports the reason through failure() and the failure callback.
+class AgentClient final : private proto::TunnelAcceptor {
  public:
   struct Options {
     proto::HostSession::Options session;
     // Called once, on the I/O thread, when the connection fails.
     std::function<void(const absl::Status&)> on_failure;
+    // Called on the I/O thread, without locks held, for each tunnel the guest opens (an
+    // outgoing connection or DNS query of a guest program). Must not block: hand the tunnel to
+    // another thread. Unset: every tunnel is reset with "egress is off for this sandbox".
+    std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel;
   };
 
   static absl::StatusOr<std::unique_ptr<AgentClient>> Create(base::UniqueFd channel,
@@ -98,18 +123,20 @@ class AgentClient final {
   friend class Exec;
   AgentClient(base::UniqueFd channel, base::UniqueFd wake, Options options);
   void Run();
-  void Wake();
+  // Reads once from the channel into the session; false when the connection failed.
+  bool ReadChannel(char* buf, size_t len);
   void FailLocked(const absl::Status& reason);
+  // proto::TunnelAcceptor, called by the session under core_->mu.
+  absl::StatusOr<proto::TunnelSink*> OnTunnelOpen(uint32_t stream,
+                                                  const proto::TunnelRequest& request) override;
 
   base::UniqueFd channel_;
-  base::UniqueFd wake_;  // eventfd: wakes the I/O thread when there is output to send
   Options options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  proto::HostSession session_;  // guarded by mu_
-  absl::Status failure_;        // guarded by mu_
-  bool stopping_ = false;       // guarded by mu_
-  uint64_t ping_seq_ = 0;       // guarded by mu_
+  std::shared_ptr<internal::AgentCore> core_;
+  bool stopping_ = false;  // guarded by core_->mu
+  uint64_t ping_seq_ = 0;  // guarded by core_->mu
+  // Accepted by the session, not yet handed to on_tunnel. Guarded by core_->mu.
+  std::vector<std::unique_ptr<AgentTunnel>> new_tunnels_;
   std::thread thread_;
 };
 

@@ -9,80 +9,14 @@
 #include "src/base/io.h"
 #include "src/proto/frame.h"
 #include "src/proto/messages.h"
+#include "src/runtime/fake_guest.h"
 
 namespace abox::runtime {
 namespace {
 
 using proto::EncodeFrame;
 using proto::FrameType;
-
-// A scripted guest on the other end of a socketpair: reads frames, lets the test react.
-class FakeGuest {
- public:
-  explicit FakeGuest(base::UniqueFd fd) : fd_(std::move(fd)) {}
-
-  std::optional<proto::Frame> ReadFrame() {
-    for (;;) {
-      auto f = decoder_.Next();
-      if (!f.ok()) {
-        return std::nullopt;
-      }
-      if (*f) {
-        return std::move(**f);
-      }
-      char buf[65536];
-      ssize_t n = ::read(fd_.get(), buf, sizeof(buf));
-      if (n <= 0) {
-        return std::nullopt;
-      }
-      absl::string_view rest(buf, static_cast<size_t>(n));
-      while (!rest.empty()) {
-        rest.remove_prefix(decoder_.Feed(rest));
-        if (!rest.empty()) {
-          leftover_.append(rest.data(), rest.size());
-          rest = {};
-        }
-      }
-    }
-  }
-
-  // Reads frames until one of `type` arrives (returns it); pings are answered.
-  std::optional<proto::Frame> Expect(FrameType type) {
-    for (;;) {
-      if (!leftover_.empty()) {
-        std::string l = std::move(leftover_);
-        leftover_.clear();
-        absl::string_view rest = l;
-        rest.remove_prefix(decoder_.Feed(rest));
-        leftover_.append(rest.data(), rest.size());
-      }
-      auto f = ReadFrame();
-      if (!f || f->header.type == type) {
-        return f;
-      }
-    }
-  }
-
-  void Send(const std::string& bytes) { ASSERT_TRUE(base::WriteAll(fd_.get(), bytes).ok()); }
-
-  void Handshake() {
-    auto hello = Expect(FrameType::kHello);
-    ASSERT_TRUE(hello.has_value());
-    proto::Hello h{.version = proto::kProtocolVersion,
-                   .min_version = proto::kProtocolVersion,
-                   .agent_version = "fake-guest",
-                   .max_payload = proto::kMaxPayload,
-                   .window = proto::kDefaultWindow};
-    Send(EncodeFrame(FrameType::kHello, 0, 0, proto::EncodeHello(h)));
-  }
-
-  void Close() { fd_.reset(); }
-
- private:
-  base::UniqueFd fd_;
-  proto::FrameDecoder decoder_;
-  std::string leftover_;
-};
+using testing::FakeGuest;
 
 struct Pair {
   std::unique_ptr<AgentClient> client;

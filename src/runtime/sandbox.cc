@@ -129,7 +129,8 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
                                                channel.status().message(), "\n  ", report));
   }
   ABOX_ASSIGN_OR_RETURN(sb->agent_,
-                        AgentClient::Create(std::move(*channel), {.on_failure = config.on_failure}));
+                        AgentClient::Create(std::move(*channel), {.on_failure = config.on_failure,
+                                                                  .on_tunnel = config.on_tunnel}));
   if (auto s = sb->agent_->WaitReady(config.boot_timeout); !s.ok()) {
     sb->agent_->Fail(s);
     return absl::UnavailableError(absl::StrCat("the sandbox did not boot: ", sb->FailureReport()));
@@ -139,7 +140,8 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
 
 absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Attach(
     vmm::Vmm& vmm, const std::string& id, const std::string& run_dir, absl::Duration timeout,
-    std::function<void(const absl::Status&)> on_failure) {
+    std::function<void(const absl::Status&)> on_failure,
+    std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel) {
   ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
   std::unique_ptr<Sandbox> sb(new Sandbox());
   sb->id_ = id;
@@ -157,8 +159,10 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Attach(
     return absl::UnavailableError(absl::StrCat("cannot reconnect to the guest agent: ",
                                                channel.status().message(), "\n  ", report));
   }
-  ABOX_ASSIGN_OR_RETURN(sb->agent_, AgentClient::Create(std::move(*channel),
-                                                        {.on_failure = std::move(on_failure)}));
+  ABOX_ASSIGN_OR_RETURN(sb->agent_,
+                        AgentClient::Create(std::move(*channel),
+                                            {.on_failure = std::move(on_failure),
+                                             .on_tunnel = std::move(on_tunnel)}));
   if (auto s = sb->agent_->WaitReady(timeout); !s.ok()) {
     sb->agent_->Fail(s);
     std::string report = sb->FailureReport();

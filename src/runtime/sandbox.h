@@ -31,6 +31,10 @@ struct SandboxConfig {
   // Called once, on the agent's I/O thread, when the agent connection fails after the
   // handshake (the VM died, the guest broke the protocol). Must not block.
   std::function<void(const absl::Status&)> on_failure;
+  // Called on the agent's I/O thread for each tunnel the guest opens (an outgoing connection or
+  // DNS stream): hand it to the sandbox's egress proxy. Must not block. Unset: every tunnel is
+  // reset (no egress).
+  std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel;
 };
 
 // Status and messages for a person (one line each); the caller decides where they go.
@@ -50,9 +54,11 @@ class Sandbox final {
   // attaches to its VM by run dir and reconnects to the guest agent, which then ends the
   // commands the previous host had started. A VM that died meanwhile is cleaned up (run dir
   // removed) and reported as kUnavailable with the reason.
+  // `on_tunnel` as in SandboxConfig.
   static absl::StatusOr<std::unique_ptr<Sandbox>> Attach(
       vmm::Vmm& vmm, const std::string& id, const std::string& run_dir, absl::Duration timeout,
-      std::function<void(const absl::Status&)> on_failure = nullptr);
+      std::function<void(const absl::Status&)> on_failure = nullptr,
+      std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel = nullptr);
   Sandbox(const Sandbox&) = delete;
   Sandbox& operator=(const Sandbox&) = delete;
   ~Sandbox();

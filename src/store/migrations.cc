@@ -75,8 +75,85 @@ CREATE TABLE events (
 ) STRICT;
 )sql";
 
+// Egress (issue 5): policies (global + per sandbox), the connection and DNS logs (bounded per
+// sandbox by the repository), "ask to allow" requests and the names taken out of the queue.
+constexpr char kSchemaV2[] = R"sql(
+CREATE TABLE egress_global_policy (
+  id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1),
+  mode TEXT NOT NULL CHECK (mode IN ('none', 'allowlist', 'open')),
+  allow TEXT NOT NULL DEFAULT '[]'        -- JSON array of rule texts (net::ParseRule)
+      CHECK (json_valid(allow) AND json_type(allow) = 'array'),
+  updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE egress_sandbox_policies (
+  sandbox_id TEXT PRIMARY KEY NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  mode TEXT CHECK (mode IS NULL OR mode IN ('none', 'allowlist', 'open')),  -- NULL: global's
+  allow TEXT NOT NULL DEFAULT '[]'
+      CHECK (json_valid(allow) AND json_type(allow) = 'array'),
+  updated_at INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE egress_connections (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  time INTEGER NOT NULL,                  -- when the connection started
+  kind TEXT NOT NULL CHECK (kind IN ('unknown', 'tls', 'http', 'connect', 'tcp')),
+  name TEXT NOT NULL DEFAULT '',
+  address TEXT NOT NULL DEFAULT '',
+  port INTEGER NOT NULL CHECK (port BETWEEN 0 AND 65535),
+  verdict TEXT NOT NULL CHECK (verdict IN ('allowed', 'denied', 'error')),
+  reason TEXT NOT NULL DEFAULT '',
+  matched_rule TEXT NOT NULL DEFAULT '',
+  via_override INTEGER NOT NULL DEFAULT 0 CHECK (via_override IN (0, 1)),
+  bytes_up INTEGER NOT NULL DEFAULT 0 CHECK (bytes_up >= 0),
+  bytes_down INTEGER NOT NULL DEFAULT 0 CHECK (bytes_down >= 0),
+  duration_ms INTEGER NOT NULL DEFAULT 0 CHECK (duration_ms >= 0)
+) STRICT;
+CREATE INDEX egress_connections_by_sandbox ON egress_connections (sandbox_id, seq);
+
+CREATE TABLE egress_dns (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  time INTEGER NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  qtype INTEGER NOT NULL DEFAULT 0,
+  verdict TEXT NOT NULL CHECK (verdict IN ('allowed', 'denied', 'error')),
+  rcode INTEGER NOT NULL DEFAULT 0,
+  answers TEXT NOT NULL DEFAULT '[]' CHECK (json_valid(answers)),
+  reason TEXT NOT NULL DEFAULT '',
+  matched_rule TEXT NOT NULL DEFAULT '',
+  via_override INTEGER NOT NULL DEFAULT 0 CHECK (via_override IN (0, 1))
+) STRICT;
+CREATE INDEX egress_dns_by_sandbox ON egress_dns (sandbox_id, seq);
+
+-- One row per (sandbox, name) the policy refused: the review queue is the pending ones.
+CREATE TABLE egress_requests (
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  port INTEGER NOT NULL DEFAULT 0 CHECK (port BETWEEN 0 AND 65535),  -- last seen; 0: DNS only
+  count INTEGER NOT NULL DEFAULT 0 CHECK (count >= 0),
+  first_seen INTEGER NOT NULL,
+  last_seen INTEGER NOT NULL,
+  state TEXT NOT NULL
+      CHECK (state IN ('pending', 'approved_once', 'approved', 'denied', 'ignored')),
+  reason TEXT NOT NULL DEFAULT '',
+  once_port INTEGER NOT NULL DEFAULT 0 CHECK (once_port BETWEEN 0 AND 65535),
+  once_left INTEGER NOT NULL DEFAULT 0 CHECK (once_left IN (0, 1)),
+  PRIMARY KEY (sandbox_id, name)
+) STRICT;
+CREATE INDEX egress_requests_by_state ON egress_requests (state, last_seen);
+
+-- Names a person chose to leave denied without being asked again (any sandbox).
+CREATE TABLE egress_ignored (
+  name TEXT PRIMARY KEY NOT NULL,
+  ignored_at INTEGER NOT NULL
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "sandboxes, execs with bounded output, events", kSchemaV1},
+    {2, "egress policies, connection and DNS logs, ask-to-allow requests", kSchemaV2},
 };
 
 absl::StatusOr<int> ReadVersion(Connection& connection) {

@@ -65,7 +65,7 @@ TEST(RunTest, ForwardsStdin) {
 
 TEST(RunTest, EnvWorkdirAndUsers) {
   AboxCall call;
-  call.args = {"run", "-e", "FOO=bar baz", "-w", "/tmp", "--",
+  call.args = {"run", "-e", "FOO=bar baz", "--workdir", "/tmp", "--",
                "sh", "-c", "echo \"$FOO\"; pwd; id -un; id -u"};
   auto r = RunAbox(call);
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -5,11 +5,13 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "src/daemon/egress_service.h"
 #include "src/daemon/event_bus.h"
 #include "src/daemon/http/router.h"
 #include "src/daemon/ledger.h"
 #include "src/daemon/sandbox_manager.h"
 #include "src/daemon/timer_queue.h"
+#include "src/daemon/workspace_service.h"
 
 namespace abox::daemon {
 
@@ -18,6 +20,8 @@ struct Services {
   EventBus* events = nullptr;
   Ledger* ledger = nullptr;
   TimerQueue* timers = nullptr;
+  WorkspaceService* workspaces = nullptr;
+  EgressService* egress = nullptr;  // null: the egress routes answer 501
   absl::Time started = absl::Now();
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml
 };
@@ -30,5 +34,7 @@ struct Services {
 [[nodiscard]] absl::Status AddExecRoutes(http::Router& router, Services& services);
 [[nodiscard]] absl::Status AddEventRoutes(http::Router& router, Services& services);
 [[nodiscard]] absl::Status AddSystemRoutes(http::Router& router, Services& services);
+[[nodiscard]] absl::Status AddWorkspaceRoutes(http::Router& router, Services& services);
+[[nodiscard]] absl::Status AddEgressRoutes(http::Router& router, Services& services);
 
 }  // namespace abox::daemon

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "src/base/self_path.h"
+#include "src/daemon/egress_service.h"
 #include "src/daemon/event_bus.h"
 #include "src/daemon/handlers/services.h"
 #include "src/daemon/http/server.h"
@@ -18,6 +20,7 @@
 #include "src/daemon/sandbox_manager.h"
 #include "src/daemon/timer_queue.h"
 #include "src/store/database.h"
+#include "src/store/egress_repo.h"
 #include "src/store/event_repo.h"
 #include "src/store/exec_repo.h"
 #include "src/store/migrations.h"
@@ -50,6 +53,10 @@ class TestDaemon final {
     execs_ = std::make_unique<store::ExecRepo>(*db_);
     event_repo_ = std::make_unique<store::EventRepo>(*db_);
     events_ = std::make_unique<EventBus>(*event_repo_);
+    egress_repo_ = std::make_unique<store::EgressRepo>(*db_);
+    auto egress = EgressService::Create(*egress_repo_, *events_, egress_options_);
+    ASSERT_TRUE(egress.ok()) << egress.status();
+    egress_ = *std::move(egress);
     ledger_ = std::make_unique<Ledger>(budget_);
     timers_ = std::make_unique<TimerQueue>();
     vmm_ = std::make_unique<abox::testing::FakeVmm>(vmm_options);
@@ -58,14 +65,24 @@ class TestDaemon final {
     options.boot_timeout = absl::Seconds(10);
     options.attach_timeout = absl::Seconds(5);
     options.reap_interval = absl::Milliseconds(100);
+    // The fake VM's "guest" is this host: the workspace tools are the built abox-guest.
+    auto guest_tool = base::FindCompanionBinary("abox-guest", "ABOX_GUEST_BIN");
+    ASSERT_TRUE(guest_tool.ok()) << guest_tool.status();
+    options.guest_tool_path = *guest_tool;
+    auto workspaces = WorkspaceService::Create(home_);
+    ASSERT_TRUE(workspaces.ok()) << workspaces.status();
+    workspaces_ = *std::move(workspaces);
+    ASSERT_TRUE(workspaces_->Recover().ok());
     manager_ = std::make_unique<SandboxManager>(
         ManagerDeps{vmm_.get(), sandboxes_.get(), execs_.get(), events_.get(), ledger_.get(),
-                    timers_.get()},
+                    timers_.get(), workspaces_.get(), egress_.get()},
         options);
     services_.manager = manager_.get();
     services_.events = events_.get();
     services_.ledger = ledger_.get();
     services_.timers = timers_.get();
+    services_.workspaces = workspaces_.get();
+    services_.egress = egress_.get();
     services_.openapi_yaml = "openapi: 3.0.3\n";
     http::Router router;
     ASSERT_TRUE(RegisterRoutes(router, services_).ok());
@@ -96,9 +113,12 @@ class TestDaemon final {
     }
     server_.reset();
     manager_.reset();
+    workspaces_.reset();
+    egress_.reset();
     timers_.reset();
     vmm_.reset();
     events_.reset();
+    egress_repo_.reset();
     event_repo_.reset();
     execs_.reset();
     sandboxes_.reset();
@@ -115,6 +135,11 @@ class TestDaemon final {
   store::SandboxRepo& sandboxes() { return *sandboxes_; }
   store::ExecRepo& execs() { return *execs_; }
   Ledger& ledger() { return *ledger_; }
+  WorkspaceService& workspaces() { return *workspaces_; }
+  EgressService& egress() { return *egress_; }
+  EventBus& events() { return *events_; }
+  // Egress settings of the next Start() (e.g. a test resolver override).
+  void set_egress_options(EgressServiceOptions options) { egress_options_ = std::move(options); }
   abox::testing::FakeVmm& vmm() { return *vmm_; }
   const std::vector<std::pair<std::string, std::string>>& routes() const { return routes_; }
   const std::string& socket_path() const { return server_->socket_path(); }
@@ -130,6 +155,10 @@ class TestDaemon final {
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<TimerQueue> timers_;
   std::unique_ptr<abox::testing::FakeVmm> vmm_;
+  std::unique_ptr<WorkspaceService> workspaces_;
+  EgressServiceOptions egress_options_;
+  std::unique_ptr<store::EgressRepo> egress_repo_;
+  std::unique_ptr<EgressService> egress_;
   std::unique_ptr<SandboxManager> manager_;
   Services services_;
   std::unique_ptr<http::Server> server_;

@@ -1,0 +1,402 @@
+#include "src/cli/egress_commands.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "src/cli/flags.h"
+#include "src/cli/output.h"
+#include "src/client/api_paths.h"
+#include "src/client/json_fields.h"
+
+namespace abox::cli {
+namespace {
+
+using client::JsonBool;
+using client::JsonInt;
+using client::JsonMember;
+using client::JsonString;
+using client::JsonTime;
+
+struct Options {
+  std::vector<std::string> args;  // [ID] RULE... / ID NAME / NAME
+  bool global = false;
+  bool json = false;
+  bool all = false;
+  bool once = false;
+  bool always = false;
+  int limit = 50;
+  std::string mode;
+};
+
+
+int Usage(const std::string& message) { return Fail(absl::InvalidArgumentError(message), 2); }
+
+
+std::string TimeText(const nlohmann::json& j) {
+  std::optional<absl::Time> t = JsonTime(j, "time");
+  return t ? absl::FormatTime("%Y-%m-%d %H:%M:%S", *t, absl::LocalTimeZone()) : "";
+}
+
+std::string Clip(std::string text, size_t max) {
+  if (text.size() > max) {
+    text.resize(max - 3);
+    text += "...";
+  }
+  return text;
+}
+
+void PrintPolicy(const nlohmann::json& p, const std::string& scope) {
+  const nlohmann::json* mode = JsonMember(p, "mode");
+  std::string mode_text =
+      mode != nullptr && mode->is_string() ? mode->get<std::string>() : "(global's)";
+  std::vector<std::string> allow = JsonStrings(p, "allow");
+  std::printf("%s: mode %s, %zu rule(s)%s\n", scope.c_str(), mode_text.c_str(), allow.size(),
+              allow.empty() ? "" : ":");
+  for (const std::string& rule : allow) {
+    std::printf("  %s\n", rule.c_str());
+  }
+  if (const nlohmann::json* effective = JsonMember(p, "effective")) {
+    std::vector<std::string> rules = JsonStrings(*effective, "allow");
+    std::printf("effective (global + sandbox): mode %s, %zu rule(s): %s\n",
+                JsonString(*effective, "mode").c_str(), rules.size(),
+                rules.empty() ? "(none)" : absl::StrJoin(rules, " ").c_str());
+  }
+}
+
+// "[ID] RULE..." -> the policy's path prefix and the rules.
+bool ScopeAndRest(const Options& o, size_t min_rest, std::string* prefix,
+                  std::vector<std::string>* rest, std::string* scope) {
+  if (o.global) {
+    *prefix = "/v1/egress";
+    *rest = o.args;
+    *scope = "global";
+  } else {
+    if (o.args.empty()) {
+      return false;
+    }
+    *prefix = client::SandboxPath(o.args[0], "/egress");
+    rest->assign(o.args.begin() + 1, o.args.end());
+    *scope = absl::StrCat("sandbox ", o.args[0]);
+  }
+  return rest->size() >= min_rest;
+}
+
+int ChangeRules(const Options& o, bool add) {
+  std::string prefix;
+  std::vector<std::string> rules;
+  std::string scope;
+  if (!ScopeAndRest(o, 1, &prefix, &rules, &scope)) {
+    return Usage(absl::StrCat("usage: abox egress ", add ? "add" : "rm",
+                              " [ID|--global] RULE... (e.g. abox egress add web preset:pypi "
+                              "api.github.com)"));
+  }
+  return WithApi([&](client::ApiClient& api) {
+    absl::StatusOr<client::ApiResponse> r =
+        api.Post(absl::StrCat(prefix, "/rules"), nlohmann::json{{add ? "add" : "remove", rules}});
+    if (!r.ok()) {
+      return Fail(r.status());
+    }
+    if (o.json) {
+      PrintVerbatim(r->body);
+    } else {
+      PrintPolicy(r->json, scope);
+    }
+    return 0;
+  });
+}
+
+int Policy(const Options& o) {
+  std::string prefix;
+  std::vector<std::string> rest;
+  std::string scope;
+  if (!ScopeAndRest(o, 0, &prefix, &rest, &scope) || !rest.empty()) {
+    return Usage("usage: abox egress policy [ID|--global] [--mode none|allowlist|open|inherit]");
+  }
+  if (o.mode == "inherit" && o.global) {
+    return Usage("--mode inherit is for a sandbox (it takes the global mode)");
+  }
+  return WithApi([&](client::ApiClient& api) {
+    std::string path = absl::StrCat(prefix, "/policy");
+    absl::StatusOr<client::ApiResponse> r = api.Get(path);
+    if (r.ok() && !o.mode.empty()) {
+      nlohmann::json body = {{"allow", JsonStrings(r->json, "allow")}};
+      body["mode"] = o.mode == "inherit" ? nlohmann::json(nullptr) : nlohmann::json(o.mode);
+      r = api.Put(path, body);
+    }
+    if (!r.ok()) {
+      return Fail(r.status());
+    }
+    if (o.json) {
+      PrintVerbatim(r->body);
+    } else {
+      PrintPolicy(r->json, scope);
+    }
+    return 0;
+  });
+}
+
+int Log(const Options& o) {
+  if (o.args.size() != 1) {
+    return Usage("usage: abox egress log ID [-n N] [--json]");
+  }
+  return WithApi([&](client::ApiClient& api) {
+    absl::StatusOr<client::ApiResponse> r = api.Get(client::WithQuery(
+        client::SandboxPath(o.args[0], "/egress/log"), {{"limit", std::to_string(o.limit)}}));
+    if (!r.ok()) {
+      return Fail(r.status());
+    }
+    if (o.json) {
+      PrintVerbatim(r->body);
+      return 0;
+    }
+    std::vector<std::vector<std::string>> rows =
+        EgressLogRows(r->json, static_cast<size_t>(o.limit));
+    if (rows.empty()) {
+      std::printf("no connections or lookups yet\n");
+      return 0;
+    }
+    std::fputs(FormatTable({"TIME", "KIND", "NAME", "ADDRESS:PORT", "VERDICT", "UP", "DOWN",
+                            "DURATION", "RULE / REASON"},
+                           rows)
+                   .c_str(),
+               stdout);
+    return 0;
+  });
+}
+
+int Queue(const Options& o) {
+  if (!o.args.empty()) {
+    return Usage("usage: abox egress queue [--all] [--json]");
+  }
+  return WithApi([&](client::ApiClient& api) {
+    client::QueryParams query;
+    if (o.all) {
+      query.emplace_back("all", "true");
+    }
+    absl::StatusOr<client::ApiResponse> r = api.Get(client::WithQuery("/v1/egress/queue", query));
+    if (!r.ok()) {
+      return Fail(r.status());
+    }
+    if (o.json) {
+      PrintVerbatim(r->body);
+      return 0;
+    }
+    std::vector<std::vector<std::string>> rows;
+    absl::Time now = absl::Now();
+    if (const nlohmann::json* list = JsonMember(r->json, "requests");
+        list != nullptr && list->is_array()) {
+      for (const nlohmann::json& q : *list) {
+        std::optional<absl::Time> last = JsonTime(q, "last_seen");
+        int64_t port = JsonInt(q, "port").value_or(0);
+        rows.push_back({JsonString(q, "sandbox"), JsonString(q, "name"),
+                        port == 0 ? "(dns)" : std::to_string(port),
+                        std::to_string(JsonInt(q, "count").value_or(0)),
+                        last ? FormatAge(now - *last) + " ago" : "", JsonString(q, "state")});
+      }
+    }
+    if (rows.empty()) {
+      std::printf("no names waiting for review\n");
+      return 0;
+    }
+    std::fputs(
+        FormatTable({"SANDBOX", "NAME", "PORT", "COUNT", "LAST SEEN", "STATE"}, rows).c_str(),
+        stdout);
+    if (!o.all) {
+      std::printf(
+          "\nallow: abox egress approve SANDBOX NAME [--once|--always]; "
+          "keep out: abox egress deny SANDBOX NAME, abox egress ignore NAME\n");
+    }
+    return 0;
+  });
+}
+
+int Approve(const Options& o) {
+  if (o.args.size() != 2) {
+    return Usage("usage: abox egress approve ID NAME[:PORT] [--once|--always]");
+  }
+  if (o.once && o.always) {
+    return Usage("give --once or --always, not both");
+  }
+  return WithApi([&](client::ApiClient& api) {
+    absl::StatusOr<client::ApiResponse> r =
+        api.Post(client::SandboxPath(o.args[0], "/egress/approve"),
+                 nlohmann::json{{"name", o.args[1]}, {"once", !o.always}});
+    if (!r.ok()) {
+      return Fail(r.status());
+    }
+    if (o.json) {
+      PrintVerbatim(r->body);
+    } else if (std::string rule = JsonString(r->json, "rule"); !rule.empty()) {
+      std::printf("allowed: rule %s added to sandbox %s\n", rule.c_str(), o.args[0].c_str());
+    } else {
+      const nlohmann::json* request = JsonMember(r->json, "request");
+      std::printf("approved once: the next connection to %s:%lld (use --always for a rule)\n",
+                  request ? JsonString(*request, "name").c_str() : o.args[1].c_str(),
+                  static_cast<long long>(request ? JsonInt(*request, "once_port").value_or(0) : 0));
+    }
+    return 0;
+  });
+}
+
+int Deny(const Options& o) {
+  if (o.args.size() != 2) {
+    return Usage("usage: abox egress deny ID NAME");
+  }
+  return WithApi([&](client::ApiClient& api) {
+    absl::StatusOr<client::ApiResponse> r = api.Post(client::SandboxPath(o.args[0], "/egress/deny"),
+                                                     nlohmann::json{{"name", o.args[1]}});
+    if (!r.ok()) {
+      return Fail(r.status());
+    }
+    if (o.json) {
+      PrintVerbatim(r->body);
+    } else {
+      std::printf("denied: %s stays blocked for sandbox %s\n", o.args[1].c_str(),
+                  o.args[0].c_str());
+    }
+    return 0;
+  });
+}
+
+int Ignore(const Options& o) {
+  if (o.args.size() != 1) {
+    return Usage("usage: abox egress ignore NAME");
+  }
+  return WithApi([&](client::ApiClient& api) {
+    absl::StatusOr<client::ApiResponse> r =
+        api.Post("/v1/egress/ignore", nlohmann::json{{"name", o.args[0]}});
+    if (!r.ok()) {
+      return Fail(r.status());
+    }
+    if (o.json) {
+      PrintVerbatim(r->body);
+    } else {
+      std::printf(
+          "ignored: %s stays denied everywhere and is not asked about again "
+          "(%lld request(s) left the queue)\n",
+          o.args[0].c_str(),
+          static_cast<long long>(JsonInt(r->json, "requests_changed").value_or(0)));
+    }
+    return 0;
+  });
+}
+
+}  // namespace
+
+std::vector<std::vector<std::string>> EgressLogRows(const nlohmann::json& log, size_t limit) {
+  struct Row {
+    std::string sort_key;  // RFC 3339 UTC sorts as text
+    std::vector<std::string> cells;
+  };
+  std::vector<Row> rows;
+  if (const nlohmann::json* list = JsonMember(log, "connections");
+      list != nullptr && list->is_array()) {
+    for (const nlohmann::json& c : *list) {
+      std::string verdict = JsonString(c, "verdict");
+      std::string address = JsonString(c, "address");
+      std::string where =
+          absl::StrCat(address.empty() ? "-" : address, ":", JsonInt(c, "port").value_or(0));
+      std::string why =
+          verdict == "allowed" ? JsonString(c, "matched_rule") : JsonString(c, "reason");
+      if (JsonBool(c, "via_override")) {
+        why += " [test override]";
+      }
+      rows.push_back(
+          {JsonString(c, "time"),
+           {TimeText(c), JsonString(c, "kind"), JsonString(c, "name", "-"), where, verdict,
+            HumanBytes(static_cast<uint64_t>(JsonInt(c, "bytes_up").value_or(0))),
+            HumanBytes(static_cast<uint64_t>(JsonInt(c, "bytes_down").value_or(0))),
+            absl::StrCat(JsonInt(c, "duration_ms").value_or(0), "ms"), Clip(why, 60)}});
+    }
+  }
+  if (const nlohmann::json* list = JsonMember(log, "dns"); list != nullptr && list->is_array()) {
+    for (const nlohmann::json& d : *list) {
+      std::string verdict = JsonString(d, "verdict");
+      std::vector<std::string> answers = JsonStrings(d, "answers");
+      std::string why =
+          verdict == "allowed" ? JsonString(d, "matched_rule") : JsonString(d, "reason");
+      rows.push_back({JsonString(d, "time"),
+                      {TimeText(d), "dns", JsonString(d, "name", "-"),
+                       answers.empty() ? "-" : Clip(absl::StrJoin(answers, ","), 40), verdict, "",
+                       "", "", Clip(why, 60)}});
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const Row& a, const Row& b) { return a.sort_key > b.sort_key; });
+  std::vector<std::vector<std::string>> out;
+  for (size_t i = 0; i < rows.size() && i < limit; ++i) {
+    out.push_back(std::move(rows[i].cells));
+  }
+  return out;
+}
+
+void AddEgressCommands(CLI::App& app, Action* action) {
+  CLI::App* egress = app.add_subcommand(
+      "egress", "Outbound network of sandboxes: policies, the connection log, the review queue");
+  egress->require_subcommand(1);
+  auto add = [&](const char* name, const char* help, int (*run)(const Options&),
+                 const std::function<void(CLI::App*, Options*)>& flags) {
+    auto o = std::make_shared<Options>();
+    CLI::App* cmd = egress->add_subcommand(name, help);
+    flags(cmd, o.get());
+    cmd->add_flag("--json", o->json, "Print the API's JSON answer");
+    cmd->callback([o, run, action] { *action = [o, run] { return run(*o); }; });
+  };
+  auto scoped = [](const char* what) {
+    return [what](CLI::App* cmd, Options* o) {
+      cmd->add_option("args", o->args, what);
+      cmd->add_flag("--global", o->global,
+                    "The global policy (every sandbox's rules start "
+                    "with it) instead of a sandbox's");
+    };
+  };
+  add("log", "A sandbox's connections and DNS lookups, newest first", Log,
+      [](CLI::App* cmd, Options* o) {
+        cmd->add_option("id", o->args, "Sandbox id, name or unique id prefix")->required();
+        cmd->add_option("-n,--limit", o->limit, "Show at most N entries (default 50)")
+            ->check(CLI::Range(1, 10000));
+      });
+  add("queue", "Names the policy refused, waiting for review (with counts)", Queue,
+      [](CLI::App* cmd, Options* o) {
+        cmd->add_option("extra", o->args)->group("");
+        cmd->add_flag("-a,--all", o->all, "Also show approved, denied and ignored names");
+      });
+  add(
+      "add",
+      "Allow rules: NAME (port 443), *.SUFFIX, NAME:80,443, preset:NAME (pypi, npm, github, "
+      "debian, ubuntu, crates, go), ADDRESS:PORT (raw TCP)",
+      [](const Options& o) { return ChangeRules(o, true); }, scoped("[ID] RULE..."));
+  add(
+      "rm", "Remove rules", [](const Options& o) { return ChangeRules(o, false); },
+      scoped("[ID] RULE..."));
+  add("policy", "Show a policy, or set its mode (none, allowlist, open; inherit for a sandbox)",
+      Policy, [&](CLI::App* cmd, Options* o) {
+        scoped("[ID]")(cmd, o);
+        cmd->add_option("--mode", o->mode,
+                        "none: no network; allowlist: only the rules; open: any public "
+                        "address (logged, private ranges refused); inherit: the global mode")
+            ->check(CLI::IsMember({"none", "allowlist", "open", "inherit"}));
+      });
+  add("approve", "Allow a refused name: once (one connection, the default) or always (a rule)",
+      Approve, [](CLI::App* cmd, Options* o) {
+        cmd->add_option("args", o->args, "ID NAME[:PORT]")->expected(2)->required();
+        cmd->add_flag("--once", o->once, "One connection (the default)");
+        cmd->add_flag("--always", o->always, "Add the rule NAME[:PORT] to the sandbox's policy");
+      });
+  add("deny", "Keep a refused name blocked for a sandbox and take it out of the queue", Deny,
+      [](CLI::App* cmd, Options* o) {
+        cmd->add_option("args", o->args, "ID NAME")->expected(2)->required();
+      });
+  add("ignore", "Keep a name blocked everywhere and never ask about it again", Ignore,
+      [](CLI::App* cmd, Options* o) {
+        cmd->add_option("name", o->args, "NAME")->expected(1)->required();
+      });
+}
+
+}  // namespace abox::cli

@@ -1,0 +1,403 @@
+// The egress routes end to end in-process: real HTTP, real SQLite, the real EgressService and
+// proxy; the guest's side of each tunnel is a socketpair driven by the test (the fake VM's
+// guest has no network stack to redirect), so a "connection" is EgressService::Handle with a
+// SocketTunnel. Upstreams are loopback servers reached through the test resolver override.
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/daemon/testing/test_daemon.h"
+#include "src/net/testing/socket_tunnel.h"
+
+namespace abox::daemon {
+namespace {
+
+using http::httptest::HttpTestClient;
+using http::httptest::Response;
+using http::httptest::TempDir;
+using net::testing::FakeHttpUpstream;
+using net::testing::ReadToEof;
+using net::testing::SendAllTo;
+using net::testing::SocketTunnel;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kUpstream[] = "upstream.test";
+
+class EgressApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ::setenv("ABOX_HOME", home_.path().c_str(), 1); }
+  void TearDown() override {
+    client_.reset();
+    daemon_.reset();
+    (void)abox::testing::FakeVmm::KillAll();
+  }
+
+  // Starts the daemon; `override_upstream`: upstream.test resolves to 127.0.0.1 through the
+  // test-only override (else through `lookup`, when given).
+  void StartDaemon(bool override_upstream = true, net::HostResolver::Lookup lookup = nullptr) {
+    daemon_ = std::make_unique<testing::TestDaemon>(home_.path());
+    EgressServiceOptions options;
+    if (override_upstream) {
+      options.resolver_override[kUpstream] = {*net::IpAddress::Parse("127.0.0.1")};
+    }
+    options.lookup = std::move(lookup);
+    options.limits.sniff_timeout = absl::Seconds(5);
+    daemon_->set_egress_options(std::move(options));
+    daemon_->Start();
+    client_ = daemon_->Connect();
+    ASSERT_NE(client_, nullptr);
+  }
+
+  Response Call(absl::string_view method, absl::string_view target,
+                const nlohmann::json& body = nullptr) {
+    absl::StatusOr<Response> r =
+        client_->Request(method, target, body.is_null() ? "" : body.dump());
+    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();
+    return r.ok() ? *r : Response{};
+  }
+
+  std::string Create(const nlohmann::json& body = nlohmann::json::object()) {
+    Response r = Call("POST", "/v1/sandboxes", body);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.Json().value("id", "");
+  }
+
+  // One guest connection through the sandbox's proxy (HTTP proxy port, absolute-form GET to
+  // upstream.test:<port>); what the guest read back.
+  std::string Fetch(const std::string& id, uint16_t port) {
+    net::TunnelInfo info;
+    info.kind = net::TunnelInfo::Kind::kHttpProxy;
+    auto [tunnel, guest] = SocketTunnel::Make(info);
+    daemon_->egress().Handle(id, std::move(tunnel));
+    std::string host = absl::StrCat(kUpstream, ":", port);
+    EXPECT_TRUE(SendAllTo(
+        guest.get(), absl::StrCat("GET http://", host, "/ HTTP/1.1\r\nHost: ", host, "\r\n\r\n")));
+    std::string answer = ReadToEof(guest.get());
+    guest.reset();  // the proxy's drain after a 403 ends at once
+    return answer;
+  }
+
+  // The sandbox's log once it holds `connections` connection records (bounded wait).
+  nlohmann::json LogWith(const std::string& id, size_t connections) {
+    nlohmann::json log;
+    for (int i = 0; i < 200; ++i) {
+      log = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/log")).Json();
+      if (log["connections"].size() >= connections) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return log;
+  }
+
+  std::vector<std::string> EventTypes(const std::string& id) {
+    daemon_->events().Flush();
+    std::vector<std::string> types;
+    bool missed = false;
+    absl::StatusOr<uint64_t> handle = daemon_->events().Subscribe(
+        [&](const store::Event& e) {
+          if (e.sandbox_id == id) {
+            types.push_back(e.type);
+          }
+        },
+        0, &missed);
+    EXPECT_TRUE(handle.ok());
+    if (handle.ok()) {
+      daemon_->events().Unsubscribe(*handle);
+    }
+    return types;
+  }
+
+  nlohmann::json Queue(const std::string& query = "") {
+    Response r = Call("GET", absl::StrCat("/v1/egress/queue", query));
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.Json()["requests"];
+  }
+
+  TempDir home_;
+  std::unique_ptr<testing::TestDaemon> daemon_;
+  std::unique_ptr<HttpTestClient> client_;
+};
+
+TEST_F(EgressApiTest, PoliciesAreReadWrittenAndValidated) {
+  StartDaemon();
+  nlohmann::json global = Call("GET", "/v1/egress/policy").Json();
+  EXPECT_EQ(global["mode"], "allowlist");
+  EXPECT_TRUE(global["allow"].empty());
+  Response put = Call("PUT", "/v1/egress/policy",
+                      {{"mode", "allowlist"}, {"allow", {"preset:pypi", "Example.COM:80"}}});
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(put.Json()["allow"], nlohmann::json({"preset:pypi", "example.com:80"}));
+
+  Response bad = Call("PUT", "/v1/egress/policy", {{"allow", {"api.github.com", "*.com"}}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_THAT(bad.body, HasSubstr("allow[1]"));
+  EXPECT_THAT(bad.body, HasSubstr("*.com"));
+  Response preset = Call("POST", "/v1/egress/rules", {{"add", {"preset:nosuch"}}});
+  EXPECT_EQ(preset.status, 400);
+  EXPECT_THAT(preset.body, HasSubstr("pypi"));  // the known presets are listed
+  EXPECT_EQ(Call("PUT", "/v1/egress/policy", {{"mode", "wide"}}).status, 400);
+
+  // A bad rule in a create is refused before anything exists.
+  Response refused =
+      Call("POST", "/v1/sandboxes", {{"egress", {{"allow", {"ok.example", "pypi"}}}}});
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("egress.allow[1]"));
+  EXPECT_THAT(refused.body, HasSubstr("preset:pypi"));
+  EXPECT_TRUE(Call("GET", "/v1/sandboxes?state=failed").Json()["sandboxes"].empty());
+
+  std::string id = Create({{"egress", {{"mode", "none"}, {"allow", {"api.github.com"}}}}});
+  EXPECT_EQ(Call("GET", absl::StrCat("/v1/sandboxes/", id)).Json()["egress"]["mode"], "none");
+  nlohmann::json own = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/policy")).Json();
+  EXPECT_EQ(own["mode"], "none");
+  EXPECT_EQ(own["allow"], nlohmann::json({"api.github.com"}));
+  EXPECT_EQ(own["effective"]["allow"],
+            nlohmann::json({"preset:pypi", "example.com:80", "api.github.com"}));
+
+  std::string rules = absl::StrCat("/v1/sandboxes/", id, "/egress/rules");
+  Response added = Call(
+      "POST", rules, {{"add", {"*.npmjs.org", "api.github.com"}}, {"remove", {"api.github.com"}}});
+  ASSERT_EQ(added.status, 200) << added.body;
+  EXPECT_EQ(added.Json()["allow"], nlohmann::json({"*.npmjs.org", "api.github.com"}));
+  Response missing = Call("POST", rules, {{"remove", {"gone.example"}}});
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_THAT(missing.body, HasSubstr("gone.example"));
+  EXPECT_THAT(missing.body, HasSubstr("*.npmjs.org"));  // what it has instead
+
+  // Mode null: the global mode again.
+  Response inherit = Call("PUT", absl::StrCat("/v1/sandboxes/", id, "/egress/policy"),
+                          {{"mode", nullptr}, {"allow", nlohmann::json::array()}});
+  ASSERT_EQ(inherit.status, 200) << inherit.body;
+  EXPECT_TRUE(inherit.Json()["mode"].is_null());
+  EXPECT_EQ(Call("GET", absl::StrCat("/v1/sandboxes/", id)).Json()["egress"]["mode"], "allowlist");
+  EXPECT_EQ(Call("GET", "/v1/sandboxes/nosuch/egress/policy").status, 404);
+  EXPECT_EQ(Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/log?limit=0")).status, 400);
+}
+
+TEST_F(EgressApiTest, APolicyChangeReachesARunningSandboxAtItsNextConnection) {
+  StartDaemon();
+  FakeHttpUpstream upstream;
+  std::string id = Create();
+  std::string denied = Fetch(id, upstream.port());
+  EXPECT_THAT(denied, HasSubstr("403"));
+  EXPECT_THAT(denied, HasSubstr("abox egress approve"));
+  EXPECT_EQ(upstream.accepted(), 0);
+
+  nlohmann::json queue = Queue();
+  ASSERT_EQ(queue.size(), 1u) << queue.dump();
+  EXPECT_EQ(queue[0]["name"], kUpstream);
+  EXPECT_EQ(queue[0]["port"], upstream.port());
+  EXPECT_EQ(queue[0]["sandbox"], id);
+  std::vector<std::string> events = EventTypes(id);
+  EXPECT_THAT(events, ::testing::Contains("egress_denied"));
+  EXPECT_THAT(events, ::testing::Contains("egress_pending"));
+
+  // The global policy changes; the running sandbox sees it without a restart.
+  ASSERT_EQ(
+      Call("POST", "/v1/egress/rules", {{"add", {absl::StrCat(kUpstream, ":", upstream.port())}}})
+          .status,
+      200);
+  std::string allowed = Fetch(id, upstream.port());
+  EXPECT_THAT(allowed, HasSubstr("200 OK"));
+  EXPECT_THAT(allowed, HasSubstr("hello"));
+
+  nlohmann::json log = LogWith(id, 2);
+  ASSERT_EQ(log["connections"].size(), 2u) << log.dump();
+  nlohmann::json newest = log["connections"][0];
+  EXPECT_EQ(newest["verdict"], "allowed");
+  EXPECT_EQ(newest["name"], kUpstream);
+  EXPECT_EQ(newest["address"], "127.0.0.1");
+  EXPECT_EQ(newest["port"], upstream.port());
+  EXPECT_EQ(newest["via_override"], true);
+  EXPECT_GT(newest["bytes_up"].get<int64_t>(), 0);
+  EXPECT_GT(newest["bytes_down"].get<int64_t>(), 0);
+  EXPECT_EQ(log["connections"][1]["verdict"], "denied");
+  EXPECT_EQ(Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/log?limit=1"))
+                .Json()["connections"]
+                .size(),
+            1u);
+}
+
+TEST_F(EgressApiTest, ApprovalsOnceAllowOneConnectionAndAlwaysAddARule) {
+  StartDaemon();
+  FakeHttpUpstream upstream;
+  std::string id = Create();
+  ASSERT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
+  std::string approve = absl::StrCat("/v1/sandboxes/", id, "/egress/approve");
+
+  Response once = Call("POST", approve, {{"name", kUpstream}, {"once", true}});
+  ASSERT_EQ(once.status, 200) << once.body;
+  EXPECT_EQ(once.Json()["request"]["state"], "approved_once");
+  EXPECT_TRUE(Queue().empty());
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("hello"));
+  // Used up: the next connection is refused and asks again.
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
+  ASSERT_EQ(Queue().size(), 1u);
+  EXPECT_EQ(Queue()[0]["state"], "pending");
+
+  Response always = Call("POST", approve, {{"name", kUpstream}, {"once", false}});
+  ASSERT_EQ(always.status, 200) << always.body;
+  std::string rule = absl::StrCat(kUpstream, ":", upstream.port());
+  EXPECT_EQ(always.Json()["rule"], rule);
+  nlohmann::json policy = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/policy")).Json();
+  EXPECT_EQ(policy["allow"], nlohmann::json({rule}));
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("hello"));
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("hello"));
+  EXPECT_TRUE(Queue().empty());
+  EXPECT_EQ(upstream.accepted(), 3);
+
+  // Raw TCP has no one-shot approval; a bad name is a 400.
+  Response address = Call("POST", approve, {{"name", "192.0.2.10:5432"}});
+  EXPECT_EQ(address.status, 400);
+  EXPECT_THAT(address.body, HasSubstr("--always"));
+  EXPECT_EQ(Call("POST", approve, {{"name", "bad name!"}}).status, 400);
+  EXPECT_EQ(Call("POST", approve, {{"name", "x.example:99999"}}).status, 400);
+}
+
+TEST_F(EgressApiTest, DeniedAndIgnoredNamesLeaveTheQueueAndStayDenied) {
+  StartDaemon();
+  FakeHttpUpstream upstream;
+  std::string id = Create();
+  ASSERT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
+  Response deny =
+      Call("POST", absl::StrCat("/v1/sandboxes/", id, "/egress/deny"), {{"name", kUpstream}});
+  ASSERT_EQ(deny.status, 200) << deny.body;
+  EXPECT_EQ(deny.Json()["request"]["state"], "denied");
+  EXPECT_TRUE(Queue().empty());
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
+  EXPECT_TRUE(Queue().empty()) << "a denied name came back";
+
+  // Another sandbox asks for the same name; ignoring it takes it out of every queue.
+  std::string other = Create();
+  ASSERT_THAT(Fetch(other, upstream.port()), HasSubstr("403"));
+  ASSERT_EQ(Queue().size(), 1u);
+  Response ignore = Call("POST", "/v1/egress/ignore", {{"name", "UPSTREAM.test"}});
+  ASSERT_EQ(ignore.status, 200) << ignore.body;
+  EXPECT_EQ(ignore.Json()["requests_changed"], 1);
+  EXPECT_TRUE(Queue().empty());
+  EXPECT_THAT(Fetch(other, upstream.port()), HasSubstr("403"));
+  EXPECT_TRUE(Queue().empty());
+  nlohmann::json all = Queue(absl::StrCat("?all=true&sandbox=", other));
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0]["state"], "ignored");
+  EXPECT_EQ(all[0]["count"], 2);
+  EXPECT_EQ(upstream.accepted(), 0);
+  EXPECT_EQ(Call("GET", "/v1/egress/queue?bogus=1").status, 400);
+}
+
+TEST_F(EgressApiTest, ModeNoneResetsEveryTunnelWithoutAProxyThread) {
+  StartDaemon();
+  std::string id = Create({{"egress", {{"mode", "none"}}}});
+  net::TunnelInfo info;
+  info.kind = net::TunnelInfo::Kind::kDns;
+  auto [tunnel, guest] = SocketTunnel::Make(info);
+  std::shared_ptr<net::testing::TunnelObservations> seen = tunnel->observations();
+  daemon_->egress().Handle(id, std::move(tunnel));
+  std::lock_guard lock(seen->mu);
+  EXPECT_TRUE(seen->reset);
+  EXPECT_THAT(seen->reset_reason, HasSubstr("mode none"));
+}
+
+TEST_F(EgressApiTest, APrivateAddressGetsThroughOnlyByTheOverride) {
+  // Without the override, a lookup that answers 127.0.0.1 (as a rebinding DNS server would) is
+  // refused by the address filter even though the policy allows the name.
+  StartDaemon(/*override_upstream=*/false, [](const std::string&, absl::Time) {
+    return absl::StatusOr<std::vector<net::IpAddress>>(
+        std::vector<net::IpAddress>{*net::IpAddress::Parse("127.0.0.1")});
+  });
+  FakeHttpUpstream upstream;
+  std::string id =
+      Create({{"egress", {{"allow", {absl::StrCat(kUpstream, ":", upstream.port())}}}}});
+  std::string answer = Fetch(id, upstream.port());
+  EXPECT_THAT(answer, HasSubstr("403"));
+  EXPECT_THAT(answer, Not(HasSubstr("hello")));
+  EXPECT_EQ(upstream.accepted(), 0);
+  nlohmann::json log = LogWith(id, 1);
+  ASSERT_EQ(log["connections"].size(), 1u);
+  EXPECT_EQ(log["connections"][0]["verdict"], "denied");
+  EXPECT_EQ(log["connections"][0]["via_override"], false);
+  EXPECT_THAT(log["connections"][0]["reason"].get<std::string>(), HasSubstr("127.0.0.1"));
+}
+
+TEST_F(EgressApiTest, SetupCommandsRunWithTheWiderPolicyThenItNarrows) {
+  StartDaemon();
+  Response created = Call("POST", "/v1/sandboxes",
+                          {{"egress", {{"allow", {"api.github.com"}}}},
+                           {"setup", {{"commands", {"echo setting up"}}, {"allow", {"npm"}}}}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  std::string id = created.Json().value("id", "");
+  EXPECT_EQ(created.Json()["state"], "ready");
+  nlohmann::json policy = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/policy")).Json();
+  EXPECT_EQ(policy["effective"]["allow"], nlohmann::json({"api.github.com"}))
+      << "the setup rules were not narrowed away";
+  nlohmann::json execs = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/execs")).Json();
+  EXPECT_THAT(execs.dump(), HasSubstr("echo setting up"));
+  std::vector<std::string> events = EventTypes(id);
+  EXPECT_THAT(events, ::testing::Contains("setup_started"));
+  EXPECT_THAT(events, ::testing::Contains("setup_finished"));
+}
+
+TEST_F(EgressApiTest, AFailingSetupCommandFailsTheCreateNamingIt) {
+  StartDaemon();
+  Response created = Call(
+      "POST", "/v1/sandboxes",
+      {{"setup", {{"commands", {"true", "echo npm ERR! no lockfile; exit 3", "echo never"}}}}});
+  EXPECT_EQ(created.status, 409) << created.body;
+  EXPECT_THAT(created.body, HasSubstr("echo npm ERR! no lockfile; exit 3"));
+  EXPECT_THAT(created.body, HasSubstr("exited with code 3"));
+  EXPECT_THAT(created.body, HasSubstr("npm ERR! no lockfile"));
+  nlohmann::json failed = Call("GET", "/v1/sandboxes?state=failed").Json()["sandboxes"];
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_THAT(failed[0]["failure"].get<std::string>(), HasSubstr("exited with code 3"));
+  EXPECT_EQ(daemon_->egress().running(), 0u);
+  nlohmann::json execs =
+      Call("GET", absl::StrCat("/v1/sandboxes/", failed[0]["id"].get<std::string>(), "/execs"))
+          .Json();
+  EXPECT_THAT(execs.dump(), Not(HasSubstr("echo never")));
+  EXPECT_EQ(Call("POST", "/v1/sandboxes", {{"setup", {{"commands", {" "}}}}}).status, 400);
+  EXPECT_EQ(Call("POST", "/v1/sandboxes",
+                 {{"setup", {{"commands", {"true"}}, {"allow", {"preset:nosuch"}}}}})
+                .status,
+            400);
+}
+
+TEST(EgressServiceTest, WidenAddsSetupRulesAndNarrowTakesThemAway) {
+  TempDir dir;
+  auto db = store::OpenStateDatabase(dir.path() + "/state.db");
+  ASSERT_TRUE(db.ok()) << db.status();
+  store::SandboxRepo sandboxes(**db);
+  store::SandboxRecord record;
+  record.id = "0123456789ab";
+  record.image = "default";
+  ASSERT_TRUE(sandboxes.Insert(record).ok());
+  store::EventRepo event_repo(**db);
+  EventBus events(event_repo);
+  store::EgressRepo repo(**db);
+  auto service = EgressService::Create(repo, events, {});
+  ASSERT_TRUE(service.ok()) << service.status();
+  net::EgressPolicy none{net::EgressPolicy::Mode::kNone, {}};
+  ASSERT_TRUE((*service)->SetPolicy(EgressScope{record.id}, none).ok());
+  ASSERT_TRUE((*service)->Start(record.id).ok());
+  EXPECT_EQ((*service)->running(), 1u);
+  (*service)->Widen(record.id, {*net::ParseRule("preset:npm")});
+  absl::StatusOr<net::EgressPolicy> wide = (*service)->Effective(record.id);
+  ASSERT_TRUE(wide.ok());
+  // Mode none during setup: just the setup rules.
+  EXPECT_EQ(wide->mode, net::EgressPolicy::Mode::kAllowlist);
+  ASSERT_EQ(wide->allow.size(), 1u);
+  EXPECT_EQ(wide->allow[0].ToString(), "preset:npm");
+  (*service)->Narrow(record.id);
+  EXPECT_EQ((*service)->Effective(record.id)->mode, net::EgressPolicy::Mode::kNone);
+  EXPECT_TRUE((*service)->Effective(record.id)->allow.empty());
+  (*service)->Stop(record.id);
+  (*service)->Stop(record.id);  // idempotent
+  EXPECT_EQ((*service)->running(), 0u);
+}
+
+}  // namespace
+}  // namespace abox::daemon

@@ -1,0 +1,495 @@
+#include "src/daemon/egress_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "spdlog/spdlog.h"
+#include "src/base/status_macros.h"
+#include "src/net/address_filter.h"
+#include "src/net/host_name.h"
+
+namespace abox::daemon {
+namespace {
+
+constexpr uint16_t kDefaultPort = 443;
+
+// What a person names when approving, denying or ignoring: the request's key (a normalised
+// name, or an address as the proxy reports raw TCP: "192.0.2.10", "[2001:db8::5]") and a port.
+struct Target {
+  std::string key;
+  bool address = false;
+  std::optional<uint16_t> port;
+};
+
+absl::StatusOr<Target> ParseTarget(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", net::QuoteForLog(text), "\": ", why,
+                                                   " (give NAME, NAME:PORT or ADDRESS:PORT)"));
+  };
+  if (text.empty()) {
+    return bad("empty name");
+  }
+  absl::string_view host = text;
+  absl::string_view port;
+  bool has_port = false;
+  if (text.front() == '[') {
+    size_t close = text.find(']');
+    if (close == absl::string_view::npos) {
+      return bad("'[' without ']'");
+    }
+    host = text.substr(0, close + 1);
+    absl::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') {
+        return bad("unexpected text after ']'");
+      }
+      port = rest.substr(1);
+      has_port = true;
+    }
+  } else if (std::count(text.begin(), text.end(), ':') == 1) {
+    size_t colon = text.find(':');
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    has_port = true;
+  }
+  Target target;
+  if (has_port) {
+    uint32_t value = 0;
+    if (!absl::SimpleAtoi(port, &value) || value == 0 || value > 65535) {
+      return bad("the port must be 1-65535");
+    }
+    target.port = static_cast<uint16_t>(value);
+  }
+  if (std::optional<net::IpAddress> ip = net::ParseIpLiteralHost(host)) {
+    target.address = true;
+    target.key = ip->ToUriHost();
+    return target;
+  }
+  if (std::optional<net::IpAddress> ip = net::IpAddress::Parse(host)) {  // bare IPv6
+    target.address = true;
+    target.key = ip->ToUriHost();
+    return target;
+  }
+  absl::StatusOr<std::string> name = net::NormalizeHostName(host);
+  if (!name.ok()) {
+    return bad(name.status().message());
+  }
+  target.key = *std::move(name);
+  return target;
+}
+
+std::string ScopeName(const EgressScope& scope) {
+  return scope.global() ? "the global egress policy"
+                        : absl::StrCat("the egress policy of sandbox ", scope.sandbox);
+}
+
+std::vector<std::string> RuleTexts(const std::vector<net::Rule>& rules) {
+  std::vector<std::string> out;
+  out.reserve(rules.size());
+  for (const net::Rule& r : rules) {
+    out.push_back(r.ToString());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<net::EgressPolicy> PolicyFromRecord(const store::EgressPolicyRecord& record) {
+  net::EgressPolicy policy;
+  if (record.mode) {
+    absl::StatusOr<net::EgressPolicy::Mode> mode = net::ParseMode(*record.mode);
+    if (!mode.ok()) {
+      return absl::DataLossError(absl::StrCat("stored egress mode: ", mode.status().message()));
+    }
+    policy.mode = *mode;
+  }
+  for (const std::string& text : record.allow) {
+    absl::StatusOr<net::Rule> rule = net::ParseRule(text);
+    if (!rule.ok()) {
+      return absl::DataLossError(absl::StrCat("stored egress rule: ", rule.status().message()));
+    }
+    policy.allow.push_back(*std::move(rule));
+  }
+  return policy;
+}
+
+store::EgressPolicyRecord PolicyToRecord(const net::EgressPolicy& policy) {
+  store::EgressPolicyRecord record;
+  if (policy.mode) {
+    record.mode = std::string(net::ModeName(*policy.mode));
+  }
+  record.allow = RuleTexts(policy.allow);
+  return record;
+}
+
+// Stores the records and turns refusals into requests and events. Called on proxy threads.
+class EgressService::Sink final : public net::EgressSink {
+ public:
+  Sink(store::EgressRepo& repo, EventBus& events) : repo_(repo), events_(events) {}
+
+  void OnConnection(const net::ConnectionRecord& r) override {
+    store::EgressConnectionRow row;
+    row.sandbox_id = r.sandbox;
+    row.time = r.started;
+    row.kind = std::string(net::ConnectionKindName(r.kind));
+    row.name = r.name;
+    row.address = r.address;
+    row.port = r.port;
+    row.verdict = std::string(net::VerdictName(r.verdict));
+    row.reason = r.reason;
+    row.matched_rule = r.matched_rule;
+    row.via_override = r.via_override;
+    row.bytes_up = static_cast<int64_t>(r.bytes_up);
+    row.bytes_down = static_cast<int64_t>(r.bytes_down);
+    row.duration_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(r.duration));
+    if (absl::Status s = repo_.AddConnection(row); !s.ok()) {
+      spdlog::warn("{}: egress log: {}", r.sandbox, s.ToString());
+    }
+  }
+
+  void OnDns(const net::DnsRecord& r) override {
+    store::EgressDnsRow row;
+    row.sandbox_id = r.sandbox;
+    row.time = r.time;
+    row.name = r.name;
+    row.qtype = r.qtype;
+    row.verdict = std::string(net::VerdictName(r.verdict));
+    row.rcode = r.rcode;
+    row.answers = r.answers;
+    row.reason = r.reason;
+    row.matched_rule = r.matched_rule;
+    row.via_override = r.via_override;
+    if (absl::Status s = repo_.AddDns(row); !s.ok()) {
+      spdlog::warn("{}: egress DNS log: {}", r.sandbox, s.ToString());
+    }
+  }
+
+  void OnDenied(absl::string_view sandbox, absl::string_view name, uint16_t port,
+                absl::string_view reason) override {
+    absl::StatusOr<store::DenialOutcome> outcome = repo_.RecordDenial(sandbox, name, port, reason);
+    if (!outcome.ok()) {
+      spdlog::warn("{}: egress request for {}: {}", std::string(sandbox), std::string(name),
+                   outcome.status().ToString());
+      return;
+    }
+    // Publish only queues: the proxy thread does not wait for listeners or SQLite.
+    events_.Publish(sandbox, kEgressDeniedEvent,
+                    {{"name", name},
+                     {"port", port},
+                     {"reason", reason},
+                     {"state", store::EgressRequestStateName(outcome->request.state)}});
+    if (outcome->newly_pending) {
+      events_.Publish(sandbox, kEgressPendingEvent,
+                      {{"name", name}, {"port", port}, {"count", outcome->request.count}});
+    }
+  }
+
+ private:
+  store::EgressRepo& repo_;
+  EventBus& events_;
+};
+
+absl::StatusOr<std::unique_ptr<EgressService>> EgressService::Create(store::EgressRepo& repo,
+                                                                     EventBus& events,
+                                                                     EgressServiceOptions options) {
+  if (!options.resolver_override.empty()) {
+    spdlog::warn(
+        "egress: the TEST-ONLY resolver override is active for {} name(s): their "
+        "answers skip the address filter",
+        options.resolver_override.size());
+  }
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<net::HostResolver> resolver,
+                        net::HostResolver::Create({options.resolver_override, options.lookup}));
+  std::unique_ptr<EgressService> service(
+      new EgressService(repo, events, std::move(options), std::move(resolver)));
+  ABOX_ASSIGN_OR_RETURN(service->global_, service->Load(EgressScope{}));
+  return service;
+}
+
+EgressService::EgressService(store::EgressRepo& repo, EventBus& events,
+                             EgressServiceOptions options,
+                             std::shared_ptr<const net::HostResolver> resolver)
+    : repo_(repo),
+      events_(events),
+      options_(std::move(options)),
+      resolver_(std::move(resolver)),
+      sink_(std::make_shared<Sink>(repo, events)) {}
+
+EgressService::~EgressService() {
+  std::map<std::string, Running> running;
+  {
+    std::lock_guard lock(mu_);
+    running.swap(running_);
+  }
+  for (auto& [id, r] : running) {
+    r.proxy->Shutdown();
+  }
+}
+
+absl::StatusOr<net::EgressPolicy> EgressService::Load(const EgressScope& scope) {
+  absl::StatusOr<store::EgressPolicyRecord> record =
+      scope.global() ? repo_.GetGlobalPolicy() : repo_.GetSandboxPolicy(scope.sandbox);
+  if (!record.ok()) {
+    return record.status();
+  }
+  return PolicyFromRecord(*record);
+}
+
+void EgressService::MergeLocked(Running& running) {
+  net::EgressPolicy merged = net::MergePolicies(global_, running.own);
+  if (!running.setup.empty()) {
+    if (merged.mode == net::EgressPolicy::Mode::kNone) {
+      merged = net::EgressPolicy{net::EgressPolicy::Mode::kAllowlist, running.setup};
+    } else {
+      merged = net::MergePolicies(merged, net::EgressPolicy{std::nullopt, running.setup});
+    }
+  }
+  running.merged = std::move(merged);
+}
+
+net::EgressPolicySource EgressService::SourceFor(const std::string& sandbox_id) {
+  net::EgressPolicySource source;
+  source.current = [this, sandbox_id] {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(sandbox_id);
+    // A proxy outlives its entry only while it shuts down: nothing is allowed then.
+    return it == running_.end() ? net::EgressPolicy{net::EgressPolicy::Mode::kNone, {}}
+                                : it->second.merged;
+  };
+  source.take_once = [this, sandbox_id](const std::string& name, uint16_t port) {
+    absl::StatusOr<bool> taken = repo_.TakeOnce(sandbox_id, name, port);
+    return taken.ok() && *taken;
+  };
+  source.has_once = [this, sandbox_id](const std::string& name) {
+    absl::StatusOr<bool> has = repo_.HasOnce(sandbox_id, name);
+    return has.ok() && *has;
+  };
+  return source;
+}
+
+absl::Status EgressService::Start(const std::string& sandbox_id) {
+  ABOX_ASSIGN_OR_RETURN(net::EgressPolicy own, Load(EgressScope{sandbox_id}));
+  Stop(sandbox_id);  // a re-attach after a failed boot must not keep the old proxy
+  net::EgressProxy::Options proxy_options;
+  proxy_options.sandbox_id = sandbox_id;
+  proxy_options.policy = SourceFor(sandbox_id);
+  proxy_options.resolver = resolver_;
+  proxy_options.sink = sink_;
+  proxy_options.limits = options_.limits;
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<net::EgressProxy> proxy,
+                        net::EgressProxy::Create(std::move(proxy_options)));
+  std::lock_guard lock(mu_);
+  Running& running = running_[sandbox_id];
+  running.own = std::move(own);
+  running.setup.clear();
+  running.proxy = std::move(proxy);
+  MergeLocked(running);
+  return absl::OkStatus();
+}
+
+std::function<void(std::unique_ptr<net::TunnelStream>)> EgressService::TunnelHandler(
+    const std::string& sandbox_id) {
+  return [this, sandbox_id](std::unique_ptr<net::TunnelStream> tunnel) {
+    Handle(sandbox_id, std::move(tunnel));
+  };
+}
+
+void EgressService::Handle(const std::string& sandbox_id,
+                           std::unique_ptr<net::TunnelStream> tunnel) {
+  std::shared_ptr<net::EgressProxy> proxy;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(sandbox_id);
+    if (it != running_.end() && it->second.merged.mode != net::EgressPolicy::Mode::kNone) {
+      proxy = it->second.proxy;
+    }
+  }
+  if (proxy == nullptr) {
+    // Mode none: no tunnel at all (not even a thread for it); nothing to log.
+    tunnel->Reset("egress is off for this sandbox (mode none)");
+    return;
+  }
+  proxy->Handle(std::move(tunnel));
+}
+
+void EgressService::Stop(const std::string& sandbox_id) {
+  std::shared_ptr<net::EgressProxy> proxy;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(sandbox_id);
+    if (it == running_.end()) {
+      return;
+    }
+    proxy = std::move(it->second.proxy);
+    running_.erase(it);
+  }
+  proxy->Shutdown();
+}
+
+void EgressService::Widen(const std::string& sandbox_id, std::vector<net::Rule> rules) {
+  std::lock_guard lock(mu_);
+  auto it = running_.find(sandbox_id);
+  if (it != running_.end()) {
+    it->second.setup = std::move(rules);
+    MergeLocked(it->second);
+  }
+}
+
+void EgressService::Narrow(const std::string& sandbox_id) { Widen(sandbox_id, {}); }
+
+absl::StatusOr<net::EgressPolicy> EgressService::Policy(const EgressScope& scope) {
+  return Load(scope);
+}
+
+absl::Status EgressService::SetPolicy(const EgressScope& scope, const net::EgressPolicy& policy) {
+  if (scope.global() && !policy.mode) {
+    return absl::InvalidArgumentError(
+        "the global egress policy needs a mode: none, allowlist or open");
+  }
+  std::lock_guard write(write_mu_);
+  store::EgressPolicyRecord record = PolicyToRecord(policy);
+  ABOX_RETURN_IF_ERROR(scope.global() ? repo_.PutGlobalPolicy(record)
+                                      : repo_.PutSandboxPolicy(scope.sandbox, record));
+  std::lock_guard lock(mu_);
+  if (scope.global()) {
+    global_ = policy;
+    for (auto& [id, running] : running_) {
+      MergeLocked(running);
+    }
+  } else if (auto it = running_.find(scope.sandbox); it != running_.end()) {
+    it->second.own = policy;
+    MergeLocked(it->second);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<net::EgressPolicy> EgressService::ChangeRules(const EgressScope& scope,
+                                                             const std::vector<net::Rule>& add,
+                                                             const std::vector<net::Rule>& remove) {
+  net::EgressPolicy policy;
+  {
+    std::lock_guard write(write_mu_);
+    ABOX_ASSIGN_OR_RETURN(policy, Load(scope));
+    for (const net::Rule& rule : remove) {
+      auto it = std::find(policy.allow.begin(), policy.allow.end(), rule);
+      if (it == policy.allow.end()) {
+        std::vector<std::string> have = RuleTexts(policy.allow);
+        return absl::NotFoundError(
+            absl::StrCat("rule \"", rule.ToString(), "\" is not in ", ScopeName(scope),
+                         " (it has: ", have.empty() ? "no rules" : absl::StrJoin(have, ", "), ")"));
+      }
+      policy.allow.erase(it);
+    }
+    for (const net::Rule& rule : add) {
+      if (std::find(policy.allow.begin(), policy.allow.end(), rule) == policy.allow.end()) {
+        policy.allow.push_back(rule);
+      }
+    }
+  }
+  // SetPolicy takes write_mu_ again; two ChangeRules racing on one scope is the API's
+  // last-writer-wins, the same as two PUTs.
+  ABOX_RETURN_IF_ERROR(SetPolicy(scope, policy));
+  return policy;
+}
+
+absl::StatusOr<net::EgressPolicy> EgressService::Effective(const std::string& sandbox_id) {
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = running_.find(sandbox_id); it != running_.end()) {
+      return it->second.merged;
+    }
+  }
+  ABOX_ASSIGN_OR_RETURN(net::EgressPolicy global, Load(EgressScope{}));
+  ABOX_ASSIGN_OR_RETURN(net::EgressPolicy own, Load(EgressScope{sandbox_id}));
+  return net::MergePolicies(global, own);
+}
+
+absl::StatusOr<ApprovalResult> EgressService::Approve(const std::string& sandbox_id,
+                                                      absl::string_view name, bool once) {
+  ABOX_ASSIGN_OR_RETURN(Target target, ParseTarget(name));
+  ABOX_ASSIGN_OR_RETURN(std::vector<store::EgressRequest> requests,
+                        repo_.ListRequests({.sandbox_id = sandbox_id}));
+  std::optional<int> port;
+  if (target.port) {
+    port = *target.port;
+  } else {
+    for (const store::EgressRequest& r : requests) {
+      if (r.name == target.key && r.port != 0) {
+        port = r.port;
+      }
+    }
+    if (!port && !target.address) {
+      port = kDefaultPort;
+    }
+  }
+  if (target.address && once) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("one-time approvals are for names; raw TCP to ", target.key,
+                     " needs an address rule: approve it always (abox egress approve ", sandbox_id,
+                     " ", target.key, ":PORT --always)"));
+  }
+  if (!port) {
+    return absl::InvalidArgumentError(absl::StrCat("give the port to allow on ", target.key,
+                                                   ", e.g. abox egress approve ", sandbox_id, " ",
+                                                   target.key, ":5432"));
+  }
+  ApprovalResult result;
+  if (once) {
+    ABOX_ASSIGN_OR_RETURN(
+        result.request,
+        repo_.Decide(sandbox_id, target.key, store::EgressRequestState::kApprovedOnce, *port));
+  } else {
+    std::string text =
+        target.address || *port != kDefaultPort ? absl::StrCat(target.key, ":", *port) : target.key;
+    absl::StatusOr<net::Rule> rule = net::ParseRule(text);
+    if (!rule.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot allow ", target.key, ": ", rule.status().message()));
+    }
+    ABOX_RETURN_IF_ERROR(ChangeRules(EgressScope{sandbox_id}, {*rule}, {}).status());
+    ABOX_ASSIGN_OR_RETURN(
+        result.request, repo_.Decide(sandbox_id, target.key, store::EgressRequestState::kApproved));
+    result.rule = rule->ToString();
+  }
+  events_.Publish(sandbox_id, "egress_approved",
+                  {{"name", target.key}, {"port", *port}, {"once", once}, {"rule", result.rule}});
+  return result;
+}
+
+absl::StatusOr<store::EgressRequest> EgressService::Deny(const std::string& sandbox_id,
+                                                         absl::string_view name) {
+  ABOX_ASSIGN_OR_RETURN(Target target, ParseTarget(name));
+  return repo_.Decide(sandbox_id, target.key, store::EgressRequestState::kDenied);
+}
+
+absl::StatusOr<int64_t> EgressService::Ignore(absl::string_view name) {
+  ABOX_ASSIGN_OR_RETURN(Target target, ParseTarget(name));
+  return repo_.Ignore(target.key);
+}
+
+absl::StatusOr<std::vector<store::EgressRequest>> EgressService::Requests(
+    const store::EgressRequestFilter& filter) {
+  return repo_.ListRequests(filter);
+}
+
+absl::StatusOr<std::vector<store::EgressConnectionRow>> EgressService::Connections(
+    const std::string& sandbox_id, int limit) {
+  return repo_.ListConnections(sandbox_id, limit);
+}
+
+absl::StatusOr<std::vector<store::EgressDnsRow>> EgressService::Lookups(
+    const std::string& sandbox_id, int limit) {
+  return repo_.ListDns(sandbox_id, limit);
+}
+
+size_t EgressService::running() const {
+  std::lock_guard lock(mu_);
+  return running_.size();
+}
+
+}  // namespace abox::daemon
