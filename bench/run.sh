@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the release build and prints the Markdown tables that go into
 # docs/BENCHMARKS.md (raw numbers in build/release/bench-*.json).
-#   bench/run.sh [runtime|daemon|workspace|all]   (default: all)
+#   bench/run.sh [runtime|daemon|workspace|egress|all]   (default: all)
 #   RUNS  cold `abox run` repetitions (default 15)
 # Uses the image of $ABOX_HOME (default ~/.local/share/abox); the daemon bench runs its own
 # aboxd in a private home whose images/ links there, and removes everything it created.
@@ -9,8 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-all}"
 case "$which" in
-  runtime | daemon | workspace | all) ;;
-  *) echo "usage: bench/run.sh [runtime|daemon|workspace|all]" >&2; exit 2 ;;
+  runtime | daemon | workspace | egress | all) ;;
+  *) echo "usage: bench/run.sh [runtime|daemon|workspace|egress|all]" >&2; exit 2 ;;
 esac
 preset=release
 bin="build/$preset/bin"
@@ -19,7 +19,8 @@ case "$which" in
   runtime) targets+=(runtime_bench) ;;
   daemon) targets+=(aboxd daemon_bench) ;;
   workspace) targets+=(workspace_bench) ;;
-  all) targets+=(runtime_bench aboxd daemon_bench workspace_bench) ;;
+  egress) targets+=(egress_bench) ;;
+  all) targets+=(runtime_bench aboxd daemon_bench workspace_bench egress_bench) ;;
 esac
 cmake --build --preset "$preset" --target "${targets[@]}" >/dev/null
 "$bin/abox" image build >/dev/null
@@ -34,4 +35,7 @@ if [[ "$which" == daemon || "$which" == all ]]; then
 fi
 if [[ "$which" == workspace || "$which" == all ]]; then
   "$bin/workspace_bench" --runs "${RUNS:-15}" --json "build/$preset/bench-workspace.json"
+fi
+if [[ "$which" == egress || "$which" == all ]]; then
+  "$bin/egress_bench" --runs "${RUNS:-15}"
 fi

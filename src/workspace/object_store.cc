@@ -152,7 +152,7 @@ absl::StatusOr<std::string> ObjectStore::Store(const Reader& reader, absl::strin
   if (::fchmod(fd.get(), 0444) != 0) {
     return base::ErrnoError("fchmod(object)");
   }
-  if (::fsync(fd.get()) != 0) {
+  if (!deferred_sync_ && ::fsync(fd.get()) != 0) {
     return base::ErrnoError("fsync(object)");
   }
   std::string fan = absl::StrCat(dir_, "/objects/", sha.substr(0, 2));
@@ -162,8 +162,21 @@ absl::StatusOr<std::string> ObjectStore::Store(const Reader& reader, absl::strin
     return base::ErrnoError(absl::StrCat("rename(", final_path, ")"));
   }
   keep_tmp = true;
-  ABOX_RETURN_IF_ERROR(FsyncDir(fan));
+  if (!deferred_sync_) {
+    ABOX_RETURN_IF_ERROR(FsyncDir(fan));
+  }
   return sha;
+}
+
+absl::Status ObjectStore::Flush() const {
+  base::UniqueFd fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
+    return base::ErrnoError(absl::StrCat("open(", dir_, ")"));
+  }
+  if (::syncfs(fd.get()) != 0) {
+    return base::ErrnoError(absl::StrCat("syncfs(", dir_, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ObjectStore::PutData(absl::string_view data) {

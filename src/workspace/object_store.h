@@ -60,6 +60,12 @@ class ObjectStore final {
 
   [[nodiscard]] const std::string& dir() const { return dir_; }
 
+  // Bulk mode (a workspace sync stores thousands of objects): objects are not fsynced one by
+  // one; Flush() makes everything stored so far durable with one syncfs(). Callers must Flush
+  // before they record anything that refers to the new objects.
+  void set_deferred_sync(bool deferred) { deferred_sync_ = deferred; }
+  [[nodiscard]] absl::Status Flush() const;
+
  private:
   explicit ObjectStore(std::string dir) : dir_(std::move(dir)) {}
 
@@ -69,6 +75,7 @@ class ObjectStore final {
                                     uint64_t max_bytes, uint64_t* size);
 
   std::string dir_;
+  bool deferred_sync_ = false;
 };
 
 }  // namespace abox::workspace

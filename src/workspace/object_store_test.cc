@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "src/workspace/apply_test_util.h"
 #include "src/workspace/sha256.h"
+#include "src/workspace/testing/scratch_tree.h"
 
 namespace abox::workspace {
 namespace {
@@ -116,6 +117,26 @@ TEST(ObjectStoreTest, RetainDeletesEverythingElse) {
 
 TEST(ObjectStoreTest, OpenRejectsRelativeDir) {
   EXPECT_EQ(ObjectStore::Open("relative/dir").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace abox::workspace
+
+namespace abox::workspace {
+namespace {
+
+TEST(ObjectStoreBulkTest, DeferredSyncStoresTheSameObjectsAndFlushes) {
+  testing::ScratchDir dir("abox-objects-bulk");
+  absl::StatusOr<ObjectStore> store = ObjectStore::Open(dir.path() + "/store");
+  ASSERT_TRUE(store.ok()) << store.status();
+  store->set_deferred_sync(true);
+  absl::StatusOr<std::string> sha = store->PutData("bulk content");
+  ASSERT_TRUE(sha.ok()) << sha.status();
+  EXPECT_TRUE(store->Flush().ok());
+  store->set_deferred_sync(false);
+  absl::StatusOr<std::string> back = store->Read(*sha, 1024);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, "bulk content");
 }
 
 }  // namespace

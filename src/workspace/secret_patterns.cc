@@ -92,7 +92,22 @@ absl::Status ValidatePattern(absl::string_view pattern) {
   return absl::OkStatus();
 }
 
+// fnmatch(glob, name, 0) for one path component. Every file of a tree meets every pattern, so
+// the common shapes ("name", "*.ext", "prefix*") are compared directly; the rest go to fnmatch.
 bool GlobMatches(const std::string& glob, absl::string_view name) {
+  auto wild = [](absl::string_view g) {
+    return g.find_first_of("*?[\\") != absl::string_view::npos;
+  };
+  absl::string_view g(glob);
+  if (!wild(g)) {
+    return name == g;
+  }
+  if (g.size() > 1 && g.front() == '*' && !wild(g.substr(1))) {
+    return absl::EndsWith(name, g.substr(1));
+  }
+  if (g.size() > 1 && g.back() == '*' && !wild(g.substr(0, g.size() - 1))) {
+    return absl::StartsWith(name, g.substr(0, g.size() - 1));
+  }
   std::string s(name);
   return ::fnmatch(glob.c_str(), s.c_str(), 0) == 0;
 }

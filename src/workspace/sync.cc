@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "src/base/status_macros.h"
 #include "src/workspace/archive.h"
@@ -145,6 +146,9 @@ absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
     return report;
   }
 
+  // Thousands of objects: one syncfs before the new base refers to them, not two fsyncs each.
+  state.objects().set_deferred_sync(true);
+  absl::Cleanup durable_again = [&] { state.objects().set_deferred_sync(false); };
   uint64_t total_bytes = 0;
   for (const std::string& path : sends) {
     total_bytes += manifest.at(path).size;
@@ -183,6 +187,7 @@ absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
   report.changed = true;
   report.files = sends.size();
   report.deleted = deletions.size();
+  ABOX_RETURN_IF_ERROR(state.objects().Flush());
   ABOX_RETURN_IF_ERROR(state.CommitSync(std::move(manifest)));
   report.duration = absl::Now() - start;
   return report;
