@@ -201,16 +201,16 @@ int main(int argc, char** argv) {
   std::string fmt = "-w '%{time_starttransfer}\\n'";
   std::string loop = absl::StrCat("for i in $(seq ", runs, "); do curl -s -o /dev/null ", fmt);
   std::vector<double> via_proxy = Numbers(RunIn(**sb, absl::StrCat(loop, " ", small, "; done")));
-  std::vector<double> via_redirect = Numbers(RunIn(
-      **sb, absl::StrCat(loop, " --noproxy '*' --resolve ", kName, ":", port, ":192.0.2.10 ",
-                         small, "; done")));
+  std::vector<double> via_redirect =
+      Numbers(RunIn(**sb, absl::StrCat(loop, " --noproxy '*' --resolve ", kName, ":", port,
+                                       ":192.0.2.10 ", small, "; done")));
   std::vector<double> direct = Numbers(RunOnHost(absl::StrCat(
       loop, " --noproxy '*' --resolve ", kName, ":", port, ":127.0.0.1 ", small, "; done")));
-  std::vector<double> guest_bulk = Numbers(RunIn(
-      **sb, absl::StrCat("curl -s -o /dev/null -w '%{speed_download}\\n' ", big)));
-  std::vector<double> host_bulk = Numbers(RunOnHost(absl::StrCat(
-      "curl -s -o /dev/null -w '%{speed_download}\\n' --noproxy '*' --resolve ", kName, ":", port,
-      ":127.0.0.1 ", big)));
+  std::vector<double> guest_bulk =
+      Numbers(RunIn(**sb, absl::StrCat("curl -s -o /dev/null -w '%{speed_download}\\n' ", big)));
+  std::vector<double> host_bulk = Numbers(RunOnHost(
+      absl::StrCat("curl -s -o /dev/null -w '%{speed_download}\\n' --noproxy '*' --resolve ", kName,
+                   ":", port, ":127.0.0.1 ", big)));
   (*proxy)->Shutdown();
   (void)(*sb)->Destroy();
 
@@ -218,11 +218,13 @@ int main(int argc, char** argv) {
   double ms_redirect = Median(via_redirect) * 1000;
   double ms_direct = Median(direct) * 1000;
   std::printf("| what | guest through abox | host directly | added |\n|---|---|---|---|\n");
-  std::printf("| E1 time to first byte, HTTP_PROXY (median of %d) | %.2f ms | %.2f ms | %.2f ms |\n",
-              runs, ms_proxy, ms_direct, ms_proxy - ms_direct);
-  std::printf("| E1b time to first byte, transparent redirect (median of %d) | %.2f ms | %.2f ms | "
-              "%.2f ms |\n",
-              runs, ms_redirect, ms_direct, ms_redirect - ms_direct);
+  std::printf(
+      "| E1 time to first byte, HTTP_PROXY (median of %d) | %.2f ms | %.2f ms | %.2f ms |\n", runs,
+      ms_proxy, ms_direct, ms_proxy - ms_direct);
+  std::printf(
+      "| E1b time to first byte, transparent redirect (median of %d) | %.2f ms | %.2f ms | "
+      "%.2f ms |\n",
+      runs, ms_redirect, ms_direct, ms_redirect - ms_direct);
   std::printf("| E2 download %d MiB | %.0f MB/s | %.0f MB/s | |\n", mib,
               guest_bulk.empty() ? 0 : guest_bulk[0] / 1e6,
               host_bulk.empty() ? 0 : host_bulk[0] / 1e6);

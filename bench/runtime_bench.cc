@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/ascii.h"
 #include "nlohmann/json.hpp"
 #include "src/base/child_process.h"
 #include "src/base/io.h"
@@ -33,7 +33,8 @@ double Percentile(std::vector<double> v, double p) {
     return 0;
   }
   std::sort(v.begin(), v.end());
-  size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  size_t i =
+      std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
   return v[i];
 }
 
@@ -118,9 +119,9 @@ int main(int argc, char** argv) {
                                    {"p90", Percentile(walls, 0.9)},
                                    {"min", Percentile(walls, 0)},
                                    {"runs", runs}};
-    table.push_back({"cold `abox run -- true` (wall, median / p90)",
-                     absl::StrFormat("%.0f ms / %.0f ms", Percentile(walls, 0.5),
-                                     Percentile(walls, 0.9))});
+    table.push_back(
+        {"cold `abox run -- true` (wall, median / p90)",
+         absl::StrFormat("%.0f ms / %.0f ms", Percentile(walls, 0.5), Percentile(walls, 0.9))});
   }
 
   // 2. One sandbox through the library for the in-VM measurements.
@@ -130,9 +131,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto t0 = Clock::now();
-  auto sb = abox::runtime::Sandbox::Boot(**vmm, {}, [](const std::string& s) {
-    std::fprintf(stderr, "note: %s\n", s.c_str());
-  });
+  auto sb = abox::runtime::Sandbox::Boot(
+      **vmm, {}, [](const std::string& s) { std::fprintf(stderr, "note: %s\n", s.c_str()); });
   if (!sb.ok()) {
     std::fprintf(stderr, "boot failed: %s\n", std::string(sb.status().message()).c_str());
     return 1;
@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
   double boot_ms = Ms(Clock::now() - t0);
   results["boot_to_agent_ready_ms"] = boot_ms;
   results["accel"] = abox::vmm::AccelName((*sb)->vm().accel());
-  table.push_back({"VMM start → agent hello (library, one boot)", absl::StrFormat("%.0f ms", boot_ms)});
+  table.push_back(
+      {"VMM start → agent hello (library, one boot)", absl::StrFormat("%.0f ms", boot_ms)});
 
   // Idle RSS of the VMM right after boot (2 s to settle).
   ::sleep(2);
@@ -158,9 +159,9 @@ int main(int argc, char** argv) {
     }
   }
   results["channel_rtt_us"] = {{"median", Percentile(rtts, 0.5)}, {"p99", Percentile(rtts, 0.99)}};
-  table.push_back({"channel round trip, 1000 pings (median / p99)",
-                   absl::StrFormat("%.0f µs / %.0f µs", Percentile(rtts, 0.5),
-                                   Percentile(rtts, 0.99))});
+  table.push_back(
+      {"channel round trip, 1000 pings (median / p99)",
+       absl::StrFormat("%.0f µs / %.0f µs", Percentile(rtts, 0.5), Percentile(rtts, 0.99))});
 
   // Exec overhead: abox's round trip for `true` minus the guest's own fork+exec+wait of it.
   // TCG timings drift by several ms over seconds, so the two are measured interleaved: each
@@ -181,8 +182,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       round_rtts.push_back(Ms(Clock::now() - e0));
-      outside_spawn.push_back(round_rtts.back() -
-                              static_cast<double>(o.guest_duration_us) / 1000);
+      outside_spawn.push_back(round_rtts.back() - static_cast<double>(o.guest_duration_us) / 1000);
     }
     auto guest = RunIn(**sb, {"sh", "-c",
                               "i=0; s=$(date +%s%N); while [ $i -lt 40 ]; do /bin/true; "
@@ -208,11 +208,10 @@ int main(int argc, char** argv) {
   table.push_back({"exec `true` round trip (median)", absl::StrFormat("%.2f ms", exec_median)});
   table.push_back({"guest's own fork+exec+wait of `true` (sh loop, median of rounds)",
                    absl::StrFormat("%.2f ms", guest_fork_exec_ms)});
-  table.push_back({absl::StrFormat("exec overhead, interleaved (median of %d rounds; min..max)",
-                                   rounds),
-                   absl::StrFormat("%.2f ms (%.2f..%.2f)", overhead,
-                                   Percentile(round_overheads, 0),
-                                   Percentile(round_overheads, 1))});
+  table.push_back(
+      {absl::StrFormat("exec overhead, interleaved (median of %d rounds; min..max)", rounds),
+       absl::StrFormat("%.2f ms (%.2f..%.2f)", overhead, Percentile(round_overheads, 0),
+                       Percentile(round_overheads, 1))});
   results["exec_outside_spawn_ms"] = Percentile(outside_spawn, 0.5);
   table.push_back({"of which outside the agent's fork→reap (protocol, host, agent loop)",
                    absl::StrFormat("%.2f ms", Percentile(outside_spawn, 0.5))});

@@ -44,9 +44,22 @@ double Median(std::vector<double> v) {
 // A source-like tree: text files of mixed sizes (compressible like code) plus a few binaries.
 uint64_t MakeTree(const fs::path& root, int files, uint64_t total_bytes) {
   std::mt19937_64 rng(42);
-  std::vector<std::string> words = {"int ", "return ", "if (", "for (", "const ", "auto ",
-                                    "std::string ", "value", "count", " = ", ";\n", "}\n",
-                                    "// comment about the code\n", "name_", "0x", "42"};
+  std::vector<std::string> words = {"int ",
+                                    "return ",
+                                    "if (",
+                                    "for (",
+                                    "const ",
+                                    "auto ",
+                                    "std::string ",
+                                    "value",
+                                    "count",
+                                    " = ",
+                                    ";\n",
+                                    "}\n",
+                                    "// comment about the code\n",
+                                    "name_",
+                                    "0x",
+                                    "42"};
   uint64_t per_file = total_bytes / static_cast<uint64_t>(files);
   uint64_t written = 0;
   for (int i = 0; i < files; ++i) {
@@ -203,13 +216,13 @@ int main(int argc, char** argv) {
   double tar_ms = PipeIntoGuest(**sb, absl::StrCat("tar cf - -C '", tree.string(), "' ."),
                                 {"sh", "-c", "mkdir -p /tmp/tarcopy && tar xf - -C /tmp/tarcopy"});
   // W4: rsync between two host directories.
-  double rsync_cold = TimeShell(absl::StrCat("rsync -a '", tree.string(), "/' '",
-                                             (work / "rsync").string(), "/'"));
+  double rsync_cold =
+      TimeShell(absl::StrCat("rsync -a '", tree.string(), "/' '", (work / "rsync").string(), "/'"));
   std::vector<double> rsync_one;
   for (int r = 0; r < runs; ++r) {
     std::ofstream(tree / "pkg7/mod0/file7.cc", std::ios::app) << "// rsync " << r << "\n";
-    rsync_one.push_back(TimeShell(absl::StrCat("rsync -a '", tree.string(), "/' '",
-                                               (work / "rsync").string(), "/'")));
+    rsync_one.push_back(TimeShell(
+        absl::StrCat("rsync -a '", tree.string(), "/' '", (work / "rsync").string(), "/'")));
   }
   (void)(*sb)->Destroy();
   (void)abox::base::RemoveUnder("/tmp", work);
@@ -219,8 +232,7 @@ int main(int argc, char** argv) {
   std::printf("| W1 cold sync, %d files, %.0f MB (%.1f MB on the wire) | %.0f ms | %.0f MB/s |\n",
               files, mb, static_cast<double>(cold->archive_bytes) / 1e6, cold_ms,
               mb / (cold_ms / 1000));
-  std::printf("| W2 sync after one changed file (median of %d) | %.1f ms | |\n", runs,
-              Median(one));
+  std::printf("| W2 sync after one changed file (median of %d) | %.1f ms | |\n", runs, Median(one));
   std::printf("| W2b sync with nothing changed (median of %d) | %.1f ms | |\n", runs, Median(none));
   std::printf("| W2c of which: file set %.1f ms, stat scan %.1f ms (medians) | | |\n",
               Median(fileset_ms), Median(scan_ms));
@@ -231,10 +243,10 @@ int main(int argc, char** argv) {
   std::printf("| W4b rsync host→host, one changed file (median) | %.1f ms | |\n",
               Median(rsync_one));
   if (!json_path.empty()) {
-    nlohmann::json j = {{"files", files},          {"bytes", bytes},
-                        {"cold_ms", cold_ms},      {"archive_bytes", cold->archive_bytes},
-                        {"one_file_ms", one},      {"no_change_ms", none},
-                        {"tar_ms", tar_ms},        {"rsync_cold_ms", rsync_cold},
+    nlohmann::json j = {{"files", files},           {"bytes", bytes},
+                        {"cold_ms", cold_ms},       {"archive_bytes", cold->archive_bytes},
+                        {"one_file_ms", one},       {"no_change_ms", none},
+                        {"tar_ms", tar_ms},         {"rsync_cold_ms", rsync_cold},
                         {"rsync_one_ms", rsync_one}};
     std::ofstream(json_path) << j.dump(2) << "\n";
   }

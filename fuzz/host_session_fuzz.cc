@@ -53,8 +53,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Half the inputs start from an established session with three open execs, so the fuzzer
   // reaches stream handling without having to invent a valid hello first.
   if (size > 0 && (data[0] & 1)) {
-    Hello h{.version = kProtocolVersion, .min_version = kProtocolVersion,
-            .max_payload = kMaxPayload, .window = kDefaultWindow};
+    Hello h{.version = kProtocolVersion,
+            .min_version = kProtocolVersion,
+            .max_payload = kMaxPayload,
+            .window = kDefaultWindow};
     if (!s.OnBytes(EncodeFrame(FrameType::kHello, 0, 0, EncodeHello(h)), now).ok()) {
       __builtin_trap();
     }

@@ -22,14 +22,14 @@ struct SignalName {
   int number;
 };
 constexpr SignalName kSignals[] = {
-    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT},   {"ILL", SIGILL},
-    {"TRAP", SIGTRAP}, {"ABRT", SIGABRT},   {"BUS", SIGBUS},     {"FPE", SIGFPE},
-    {"KILL", SIGKILL}, {"USR1", SIGUSR1},   {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},
-    {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},   {"TERM", SIGTERM},   {"CHLD", SIGCHLD},
-    {"CONT", SIGCONT}, {"STOP", SIGSTOP},   {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
-    {"TTOU", SIGTTOU}, {"URG", SIGURG},     {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
+    {"HUP", SIGHUP},       {"INT", SIGINT},   {"QUIT", SIGQUIT},   {"ILL", SIGILL},
+    {"TRAP", SIGTRAP},     {"ABRT", SIGABRT}, {"BUS", SIGBUS},     {"FPE", SIGFPE},
+    {"KILL", SIGKILL},     {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},
+    {"PIPE", SIGPIPE},     {"ALRM", SIGALRM}, {"TERM", SIGTERM},   {"CHLD", SIGCHLD},
+    {"CONT", SIGCONT},     {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},   {"TTIN", SIGTTIN},
+    {"TTOU", SIGTTOU},     {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
     {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}, {"IO", SIGIO},
-    {"PWR", SIGPWR},   {"SYS", SIGSYS},
+    {"PWR", SIGPWR},       {"SYS", SIGSYS},
 };
 
 void PutTime(nlohmann::json& j, const char* key, const std::optional<absl::Time>& t) {
@@ -46,8 +46,8 @@ std::string FormatApiTime(absl::Time time) {
 
 absl::Status ValidateSandboxName(absl::string_view name) {
   auto bad = [&](absl::string_view why) {
-    return FieldError("name", absl::StrCat("invalid sandbox name \"", absl::CHexEscape(name),
-                                           "\": ", why));
+    return FieldError("name",
+                      absl::StrCat("invalid sandbox name \"", absl::CHexEscape(name), "\": ", why));
   };
   if (name.empty() || name.size() > 63) {
     return bad("use 1-63 characters");
@@ -104,8 +104,8 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
     c.setup = std::move(spec);
   });
   ABOX_RETURN_IF_ERROR(r.Finish());
-  if (c.egress && c.egress->mode && *c.egress->mode != "none" &&
-      *c.egress->mode != "allowlist" && *c.egress->mode != "open") {
+  if (c.egress && c.egress->mode && *c.egress->mode != "none" && *c.egress->mode != "allowlist" &&
+      *c.egress->mode != "open") {
     return FieldError("egress.mode", absl::StrCat("egress mode must be none, allowlist or open, "
                                                   "not \"",
                                                   absl::CHexEscape(*c.egress->mode), "\""));
@@ -165,8 +165,8 @@ nlohmann::json SandboxToJson(const store::SandboxRecord& s, const SandboxLive& l
   if (s.vmm_pid != 0) {
     j["vmm_pid"] = s.vmm_pid;
   }
-  bool live_state = s.state == store::SandboxState::kCreating ||
-                    s.state == store::SandboxState::kReady;
+  bool live_state =
+      s.state == store::SandboxState::kCreating || s.state == store::SandboxState::kReady;
   if (live_state) {
     std::optional<absl::Time> expires;
     if (s.ttl_seconds > 0) {
@@ -183,7 +183,8 @@ nlohmann::json SandboxToJson(const store::SandboxRecord& s, const SandboxLive& l
 
 absl::StatusOr<ExecCreate> DecodeExecCreate(absl::string_view body) {
   ExecCreate c;
-  ABOX_ASSIGN_OR_RETURN(nlohmann::json object, ParseObject(std::string_view(body.data(), body.size())));
+  ABOX_ASSIGN_OR_RETURN(nlohmann::json object,
+                        ParseObject(std::string_view(body.data(), body.size())));
   Reader r(object);
   r.OptionalStringArray("argv", &c.argv, 4096);
   r.OptionalString("shell", &c.shell);
@@ -224,7 +225,8 @@ absl::StatusOr<ExecCreate> DecodeExecCreate(absl::string_view body) {
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> DecodePtySize(absl::string_view body) {
-  ABOX_ASSIGN_OR_RETURN(nlohmann::json object, ParseObject(std::string_view(body.data(), body.size())));
+  ABOX_ASSIGN_OR_RETURN(nlohmann::json object,
+                        ParseObject(std::string_view(body.data(), body.size())));
   Reader r(object);
   int64_t rows = 0;
   int64_t cols = 0;
@@ -255,7 +257,8 @@ absl::StatusOr<int> ParseSignal(absl::string_view text) {
 }
 
 absl::StatusOr<int> DecodeSignalRequest(absl::string_view body) {
-  ABOX_ASSIGN_OR_RETURN(nlohmann::json object, ParseObject(std::string_view(body.data(), body.size())));
+  ABOX_ASSIGN_OR_RETURN(nlohmann::json object,
+                        ParseObject(std::string_view(body.data(), body.size())));
   const auto it = object.find("signal");
   if (it != object.end() && it->is_number_integer()) {
     Reader r(object);
@@ -333,10 +336,8 @@ nlohmann::json OutputEventJson(int64_t seq, store::ExecStream stream, absl::stri
 }
 
 nlohmann::json EventToJson(const store::Event& e) {
-  nlohmann::json j = {{"seq", e.seq},
-                      {"time", FormatApiTime(e.time)},
-                      {"type", e.type},
-                      {"payload", e.payload}};
+  nlohmann::json j = {
+      {"seq", e.seq}, {"time", FormatApiTime(e.time)}, {"type", e.type}, {"payload", e.payload}};
   if (!e.sandbox_id.empty()) {
     j["sandbox_id"] = e.sandbox_id;
   }

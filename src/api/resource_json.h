@@ -82,7 +82,7 @@ struct ExecCreate {
   std::string cwd;
   std::string user = "agent";
   int64_t timeout_ms = 0;
-  bool stdin_open = false;  // "stdin"
+  bool stdin_open = false;                         // "stdin"
   std::optional<std::pair<int64_t, int64_t>> pty;  // rows, cols
   bool kill_on_disconnect = false;
   bool sync = true;  // sync the bound workspace in first (no-op without one)

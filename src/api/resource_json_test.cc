@@ -32,12 +32,12 @@ TEST(SandboxCreateTest, BadInputNamesTheField) {
     const char* body;
     const char* field;
   };
-  for (const Case& c : {Case{R"({"cpus":"2"})", "cpus"}, Case{R"({"cpus":0})", "cpus"},
-                        Case{R"({"bogus":1})", "bogus"}, Case{R"({"name":"a b"})", "name"},
-                        Case{R"({"name":"0123456789ab"})", "name"},
-                        Case{R"({"accel":"xen"})", "accel"},
-                        Case{R"({"labels":{"a=b":"c"}})", "labels.a=b"},
-                        Case{R"({"memory_mib":64})", "memory_mib"}}) {
+  for (const Case& c :
+       {Case{R"({"cpus":"2"})", "cpus"}, Case{R"({"cpus":0})", "cpus"},
+        Case{R"({"bogus":1})", "bogus"}, Case{R"({"name":"a b"})", "name"},
+        Case{R"({"name":"0123456789ab"})", "name"}, Case{R"({"accel":"xen"})", "accel"},
+        Case{R"({"labels":{"a=b":"c"}})", "labels.a=b"},
+        Case{R"({"memory_mib":64})", "memory_mib"}}) {
     absl::StatusOr<SandboxCreate> r = DecodeSandboxCreate(c.body);
     ASSERT_FALSE(r.ok()) << c.body;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << c.body;
@@ -58,8 +58,7 @@ TEST(ExecCreateTest, ArgvOrShellExactlyOne) {
   EXPECT_EQ(FieldOf(DecodeExecCreate(R"({"argv":["a"],"pty":{"rows":0,"cols":80}})").status())
                 .value_or(""),
             "pty.rows");
-  EXPECT_EQ(FieldOf(DecodeExecCreate(R"({"argv":["a"],"env":{"A=B":"c"}})").status())
-                .value_or(""),
+  EXPECT_EQ(FieldOf(DecodeExecCreate(R"({"argv":["a"],"env":{"A=B":"c"}})").status()).value_or(""),
             "env.A=B");
   absl::StatusOr<ExecCreate> full = DecodeExecCreate(
       R"({"argv":["sh"],"env":{"A":"1"},"cwd":"/tmp","user":"root","timeout_ms":5,)"
@@ -95,8 +94,9 @@ TEST(OutputJsonTest, Utf8AsTextElseBase64) {
     EXPECT_FALSE(bin.contains("data"));
     EXPECT_TRUE(bin.contains("data_b64"));
   }
-  EXPECT_EQ(OutputChunkToJson(1, store::ExecStream::kStdout, std::string("\xff\x00", 2))["data_b64"],
-            "/wA=");
+  EXPECT_EQ(
+      OutputChunkToJson(1, store::ExecStream::kStdout, std::string("\xff\x00", 2))["data_b64"],
+      "/wA=");
 }
 
 TEST(SandboxJsonTest, ExpiresAtIsTheEarlierOfTtlAndIdle) {

@@ -177,8 +177,8 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
   } while (n < 0 && errno == EINTR);
   if (n == sizeof(payload)) {
     child.KillAndReap();
-    static constexpr const char* kSteps[] = {"",      "prctl(PDEATHSIG)", "setsid", "dup2",
-                                             "fcntl", "chdir",            "execve"};
+    static constexpr const char* kSteps[] = {
+        "", "prctl(PDEATHSIG)", "setsid", "dup2", "fcntl", "chdir", "execve"};
     int step = payload[0] >= 1 && payload[0] <= 6 ? payload[0] : 0;
     return ErrnoError(absl::StrCat(kSteps[step], "(", o.argv[0], ")"), payload[1]);
   }

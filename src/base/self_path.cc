@@ -28,8 +28,8 @@ absl::StatusOr<std::string> FindCompanionBinary(const std::string& name, const c
     }
   }
   return absl::NotFoundError(absl::StrCat(name, " not found next to ", exe.string(), " or in ",
-                                          (dir.parent_path() / "lib" / "abox").string(),
-                                          "; set $", env_var, " to its path"));
+                                          (dir.parent_path() / "lib" / "abox").string(), "; set $",
+                                          env_var, " to its path"));
 }
 
 }  // namespace abox::base

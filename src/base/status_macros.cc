@@ -4,9 +4,7 @@
 
 namespace abox::base {
 
-absl::Status ErrnoError(absl::string_view call, int err) {
-  return absl::ErrnoToStatus(err, call);
-}
+absl::Status ErrnoError(absl::string_view call, int err) { return absl::ErrnoToStatus(err, call); }
 
 absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok()) {

@@ -110,8 +110,8 @@ TEST_F(CliCommandsTest, ExecKeepsStreamsAndExitStatusConventions) {
   EXPECT_EQ(slow.exit_code, 124);
   EXPECT_THAT(slow.err, HasSubstr("timed out after 0.2s"));
   // Without `--`, everything after the id is the command, its flags included.
-  AboxResult bare = Abox(
-      {"exec", "-e", "FOO=bar baz", "--workdir", "/tmp", "web", "sh", "-c", "echo \"$FOO\"; pwd", "-x"});
+  AboxResult bare = Abox({"exec", "-e", "FOO=bar baz", "--workdir", "/tmp", "web", "sh", "-c",
+                          "echo \"$FOO\"; pwd", "-x"});
   EXPECT_EQ(bare.exit_code, 0) << bare.err;
   EXPECT_EQ(bare.out, "bar baz\n/tmp\n");
   AboxResult nosandbox = Abox({"exec", "ghost", "--", "true"});

@@ -34,9 +34,7 @@ struct Options {
   std::string mode;
 };
 
-
 int Usage(const std::string& message) { return Fail(absl::InvalidArgumentError(message), 2); }
-
 
 std::string TimeText(const nlohmann::json& j) {
   std::optional<absl::Time> t = JsonTime(j, "time");

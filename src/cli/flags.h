@@ -32,5 +32,4 @@ namespace abox::cli {
 // The last `n` lines of `text` (all of it when it has fewer; a final newline ends the last line).
 [[nodiscard]] std::string LastLines(std::string_view text, int n);
 
-
 }  // namespace abox::cli

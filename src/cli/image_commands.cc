@@ -122,8 +122,8 @@ int ImageList(bool json) {
                     m.agent_version + " (protocol " + std::to_string(m.protocol_version) + ")",
                     HumanBytes(size), status});
   }
-  std::printf("%s", FormatTable({"NAME", "CREATED", "KERNEL", "AGENT", "SIZE", "STATUS"}, rows)
-                        .c_str());
+  std::printf("%s",
+              FormatTable({"NAME", "CREATED", "KERNEL", "AGENT", "SIZE", "STATUS"}, rows).c_str());
   return 0;
 }
 

@@ -22,7 +22,8 @@
 
 namespace {
 
-constexpr char kRunFooter[] = R"(Exit status: the command's own exit code, 128+N when it was killed by signal N,
+constexpr char kRunFooter[] =
+    R"(Exit status: the command's own exit code, 128+N when it was killed by signal N,
 124 when --timeout killed it, 125 when abox or the VM failed (the error names the
 console log), 126/127 when the command could not be run or was not found, and 130
 when a second Ctrl-C tore the VM down.
@@ -74,7 +75,8 @@ int main(int argc, char** argv) {
   std::string accel = "auto";
   std::vector<std::string> env_items;
   std::string run_workspace;
-  auto* run_cmd = app.add_subcommand("run", "Boot a fresh microVM, run a command in it, destroy it");
+  auto* run_cmd =
+      app.add_subcommand("run", "Boot a fresh microVM, run a command in it, destroy it");
   run_cmd->add_option("--image", run.sandbox.image, "Guest image to boot")->capture_default_str();
   run_cmd->add_option("--cpus", run.sandbox.cpus, "Virtual CPUs")
       ->check(CLI::Range(1, 64))
@@ -82,8 +84,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--memory", run.sandbox.memory_mib, "Guest memory in MiB")
       ->check(CLI::Range(128, 262144))
       ->capture_default_str();
-  run_cmd->add_option("--timeout", run.timeout_seconds,
-                      "Kill the command (its whole process group) after S seconds")
+  run_cmd
+      ->add_option("--timeout", run.timeout_seconds,
+                   "Kill the command (its whole process group) after S seconds")
       ->check(CLI::Range(0.001, 31536000.0));
   run_cmd->add_option("-e,--env", env_items, "Set an environment variable (NAME=VALUE)")
       ->allow_extra_args(false);
@@ -93,8 +96,9 @@ int main(int argc, char** argv) {
                       "bring changes back)");
   run_cmd->add_option("--workdir", run.workdir,
                       "Working directory inside the guest (default: the user's home)");
-  run_cmd->add_flag("--root", run.root, "Run as root in the guest (default: the unprivileged "
-                                        "user 'agent')");
+  run_cmd->add_flag("--root", run.root,
+                    "Run as root in the guest (default: the unprivileged "
+                    "user 'agent')");
   run_cmd->add_flag("!--no-stdin", run.forward_stdin, "Give the command /dev/null as stdin");
   run_cmd->add_flag("-t,--tty", run.tty,
                     "Give the command a terminal (PTY; stdout and stderr merged), e.g. "
@@ -115,8 +119,7 @@ int main(int argc, char** argv) {
   auto* build_cmd = image_cmd->add_subcommand(
       "build", "Build a Debian guest image (rootfs, kernel, initramfs) from Debian packages");
   build_cmd->add_option("--name", build.name, "Image name")->capture_default_str();
-  build_cmd->add_option("--packages", packages,
-                        "Extra Debian packages, comma- or space-separated");
+  build_cmd->add_option("--packages", packages, "Extra Debian packages, comma- or space-separated");
   build_cmd->add_flag("--force", build.force, "Rebuild even when the image is up to date");
   // Hidden: build with another agent binary (the e2e tests build a hostile guest this way).
   build_cmd->add_option("--agent", build.agent, "")->group("");

@@ -20,8 +20,7 @@ TEST(OutputTest, HumanBytes) {
 }
 
 TEST(OutputTest, SplitPackageListAcceptsCommasAndSpaces) {
-  EXPECT_EQ(SplitPackageList("vim, jq  make,,"),
-            (std::vector<std::string>{"vim", "jq", "make"}));
+  EXPECT_EQ(SplitPackageList("vim, jq  make,,"), (std::vector<std::string>{"vim", "jq", "make"}));
   EXPECT_TRUE(SplitPackageList("").empty());
 }
 

@@ -12,13 +12,13 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "src/base/fenced_remove.h"
+#include "src/base/io.h"
 #include "src/base/status_macros.h"
+#include "src/cli/output.h"
+#include "src/cli/terminal.h"
 #include "src/image/paths.h"
 #include "src/runtime/agent_guest_tools.h"
 #include "src/workspace/sync.h"
-#include "src/base/io.h"
-#include "src/cli/output.h"
-#include "src/cli/terminal.h"
 
 namespace abox::cli {
 namespace {

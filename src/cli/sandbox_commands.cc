@@ -2,9 +2,8 @@
 
 #include <unistd.h>
 
-#include <filesystem>
-
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>

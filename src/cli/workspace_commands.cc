@@ -34,8 +34,6 @@ struct Options {
   std::string to;
 };
 
-
-
 void PrintSyncReport(const nlohmann::json& r) {
   if (!JsonBool(r, "changed")) {
     std::printf("up to date (%lld files)\n",
@@ -140,7 +138,8 @@ int Diff(const Options& o) {
       print(sensitive);
     }
     if (int64_t ignored = JsonInt(r->json, "ignored").value_or(0); ignored > 0 && !o.stat) {
-      std::fprintf(stderr, "abox: %lld new file(s) in the sandbox are ignored by .gitignore or "
+      std::fprintf(stderr,
+                   "abox: %lld new file(s) in the sandbox are ignored by .gitignore or "
                    "the secret excludes and are not shown\n",
                    static_cast<long long>(ignored));
     }
@@ -223,8 +222,7 @@ int Undo(const Options& o) {
       PrintVerbatim(r->body);
     } else {
       std::printf("restored %lld file(s) as they were before %s\n",
-                  static_cast<long long>(JsonInt(r->json, "files").value_or(0)),
-                  o.id.c_str());
+                  static_cast<long long>(JsonInt(r->json, "files").value_or(0)), o.id.c_str());
     }
     return 0;
   });
@@ -245,13 +243,13 @@ int Artifacts(const Options& o) {
         list != nullptr && list->is_array()) {
       for (const nlohmann::json& a : *list) {
         rows.push_back({JsonString(a, "id"), JsonString(a, "kind"), JsonString(a, "state"),
-                        std::to_string(JsonInt(a, "files").value_or(0)),
-                        JsonString(a, "sandbox"), JsonString(a, "host_root")});
+                        std::to_string(JsonInt(a, "files").value_or(0)), JsonString(a, "sandbox"),
+                        JsonString(a, "host_root")});
       }
     }
-    std::fputs(FormatTable({"ARTIFACT", "KIND", "STATE", "FILES", "SANDBOX", "HOST DIR"}, rows)
-                   .c_str(),
-               stdout);
+    std::fputs(
+        FormatTable({"ARTIFACT", "KIND", "STATE", "FILES", "SANDBOX", "HOST DIR"}, rows).c_str(),
+        stdout);
     return 0;
   });
 }
@@ -272,8 +270,7 @@ void AddWorkspaceCommands(CLI::App& app, Action* action) {
   };
   add("sync", "Send the bound host directory's changes into the sandbox now (exec does it too)",
       Sync, id);
-  add("diff",
-      "Show the agent's changes: the sandbox's workspace against what was last synced in",
+  add("diff", "Show the agent's changes: the sandbox's workspace against what was last synced in",
       Diff, [&](CLI::App* cmd, Options* o) {
         id(cmd, o);
         cmd->add_option("paths", o->paths, "Only these files or directories");

@@ -136,8 +136,7 @@ TEST_F(DaemonApiTest, CreateGetListAndRemoveASandbox) {
 
 TEST_F(DaemonApiTest, ExecStreamsStdoutAndStderrSeparatelyWithTheExitCode) {
   std::string sb = CreateSandbox();
-  std::string exec =
-      StartExec(sb, {{"shell", "echo out; echo err >&2; printf '\\377'; exit 3"}});
+  std::string exec = StartExec(sb, {{"shell", "echo out; echo err >&2; printf '\\377'; exit 3"}});
   std::vector<nlohmann::json> lines = ReadOutput(sb, exec);
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(Joined(lines, "stdout"), "out\n\xff");
@@ -160,8 +159,8 @@ TEST_F(DaemonApiTest, ExecStreamsStdoutAndStderrSeparatelyWithTheExitCode) {
 
 TEST_F(DaemonApiTest, StdinIsDeliveredAndClosed) {
   std::string sb = CreateSandbox();
-  std::string exec = StartExec(sb, {{"argv", {"sh", "-c", "tr a-z A-Z; echo done"}},
-                                    {"stdin", true}});
+  std::string exec =
+      StartExec(sb, {{"argv", {"sh", "-c", "tr a-z A-Z; echo done"}}, {"stdin", true}});
   std::string base = "/v1/sandboxes/" + sb + "/execs/" + exec;
   EXPECT_EQ(Call("POST", base + "/stdin", "hello ").status, 204);
   EXPECT_EQ(Call("POST", base + "/stdin?eof=true", "world\n").status, 204);
@@ -185,9 +184,9 @@ TEST_F(DaemonApiTest, SignalsAndPtyResize) {
   EXPECT_EQ(Call("POST", base + "/signal", R"({"signal":"TERM"})").status, 409);
   EXPECT_EQ(Call("POST", base + "/signal", R"({"signal":"NOPE"})").status, 400);
 
-  std::string tty = StartExec(
-      sb, {{"shell", "read x; stty size; echo got $x"}, {"stdin", true},
-           {"pty", {{"rows", 30}, {"cols", 100}}}});
+  std::string tty = StartExec(sb, {{"shell", "read x; stty size; echo got $x"},
+                                   {"stdin", true},
+                                   {"pty", {{"rows", 30}, {"cols", 100}}}});
   std::string tbase = "/v1/sandboxes/" + sb + "/execs/" + tty;
   EXPECT_EQ(Call("POST", tbase + "/resize", R"({"rows":40,"cols":120})").status, 204);
   EXPECT_EQ(Call("POST", tbase + "/stdin", "hi\n").status, 204);
@@ -287,8 +286,8 @@ TEST_F(DaemonApiTest, BootFailureLeavesAFailedSandboxAndFreesCapacity) {
 
 TEST_F(DaemonApiTest, ADisconnectedReaderKillsAKillOnDisconnectExec) {
   std::string sb = CreateSandbox();
-  std::string exec = StartExec(sb, {{"argv", {"sleep", "100"}}, {"kill_on_disconnect", true},
-                                    {"stdin", true}});
+  std::string exec =
+      StartExec(sb, {{"argv", {"sleep", "100"}}, {"kill_on_disconnect", true}, {"stdin", true}});
   {
     auto reader = daemon_->Connect();
     ASSERT_TRUE(reader->Send("GET", "/v1/sandboxes/" + sb + "/execs/" + exec + "/output", "").ok());

@@ -70,8 +70,8 @@ void EventBus::Deliver(Pending p) {
   }
 }
 
-absl::StatusOr<uint64_t> EventBus::Subscribe(Listener listener,
-                                             std::optional<int64_t> replay_after, bool* missed) {
+absl::StatusOr<uint64_t> EventBus::Subscribe(Listener listener, std::optional<int64_t> replay_after,
+                                             bool* missed) {
   std::lock_guard lock(mu_);
   if (missed != nullptr) {
     *missed = false;

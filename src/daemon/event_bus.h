@@ -2,10 +2,10 @@
 // (the SSE streams of GET /v1/events).
 #pragma once
 
-#include <cstdint>
-#include <functional>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>

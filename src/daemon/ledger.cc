@@ -54,8 +54,8 @@ absl::Status Ledger::Reserve(absl::string_view id, int cpus, int memory_mib, boo
       what = absl::StrCat(cpus, " vCPUs requested, ", cpus_, " of ", budget_.cpus, " in use");
     }
     if (!mem_ok) {
-      absl::StrAppend(&what, what.empty() ? "" : "; ", memory_mib, " MiB requested, ",
-                      memory_mib_, " of ", budget_.memory_mib, " MiB in use");
+      absl::StrAppend(&what, what.empty() ? "" : "; ", memory_mib, " MiB requested, ", memory_mib_,
+                      " of ", budget_.memory_mib, " MiB in use");
     }
     return absl::ResourceExhaustedError(absl::StrCat(
         "the host budget is full (", what,

@@ -2,8 +2,8 @@
 
 #include <csignal>
 
-#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
 #include "src/api/resource_json.h"
 
@@ -31,10 +31,9 @@ int64_t ReplayOutput(const store::ExecWithOutput& exec, int64_t after, const Out
 
 std::shared_ptr<LiveExec> LiveExec::Start(std::unique_ptr<runtime::Exec> exec,
                                           store::ExecRecord record, Options options,
-                                          store::ExecRepo& repo, EventBus& events,
-                                          DoneFn on_done) {
-  std::shared_ptr<LiveExec> live(new LiveExec(std::move(exec), std::move(record), options, repo,
-                                              events, std::move(on_done)));
+                                          store::ExecRepo& repo, EventBus& events, DoneFn on_done) {
+  std::shared_ptr<LiveExec> live(
+      new LiveExec(std::move(exec), std::move(record), options, repo, events, std::move(on_done)));
   live->pump_ = std::thread([raw = live.get()] { raw->Pump(); });
   return live;
 }
@@ -125,8 +124,7 @@ void LiveExec::Pump() {
     final_record.result = result;
     final_record.finished_at = absl::Now();
   }
-  nlohmann::json payload = {{"exec_id", record_.id},
-                            {"state", store::ExecStateName(result.state)}};
+  nlohmann::json payload = {{"exec_id", record_.id}, {"state", store::ExecStateName(result.state)}};
   if (result.exit_code) {
     payload["exit_code"] = *result.exit_code;
   }
@@ -196,8 +194,7 @@ absl::StatusOr<uint64_t> LiveExec::Attach(int64_t after, OutputSink sink) {
   kept->exec.state = store::ExecState::kRunning;
   ReplayOutput(*kept, after, sink);
   uint64_t handle = next_reader_++;
-  readers_.emplace(handle,
-                   Reader{std::move(sink), std::make_shared<std::atomic<size_t>>(0)});
+  readers_.emplace(handle, Reader{std::move(sink), std::make_shared<std::atomic<size_t>>(0)});
   had_reader_ = true;
   return handle;
 }
@@ -209,8 +206,7 @@ void LiveExec::Detach(uint64_t reader) {
   }
   cv_.notify_all();
   if (readers_.empty() && had_reader_ && options_.kill_on_disconnect && !done_ && exec_) {
-    spdlog::info("exec {}: its last reader went away; killing it (kill_on_disconnect)",
-                 record_.id);
+    spdlog::info("exec {}: its last reader went away; killing it (kill_on_disconnect)", record_.id);
     if (options_.stdin_open && !stdin_closed_) {
       stdin_closed_ = true;
       exec_->CloseStdin();
@@ -223,18 +219,19 @@ void LiveExec::WriteStdin(std::string data, bool eof, std::function<void(absl::S
   std::unique_lock lock(mu_);
   absl::Status refused;
   if (!options_.stdin_open) {
-    refused = absl::FailedPreconditionError(
-        absl::StrCat("exec ", record_.id, " was started without stdin: start it with "
-                                          "\"stdin\": true to send input"));
+    refused =
+        absl::FailedPreconditionError(absl::StrCat("exec ", record_.id,
+                                                   " was started without stdin: start it with "
+                                                   "\"stdin\": true to send input"));
   } else if (done_ || !exec_) {
     refused = absl::FailedPreconditionError(absl::StrCat("exec ", record_.id, " has ended"));
   } else if (stdin_closed_) {
     refused = absl::FailedPreconditionError(
         absl::StrCat("the stdin of exec ", record_.id, " was already closed (eof)"));
   } else if (stdin_bytes_ + data.size() > kMaxStdinBacklog) {
-    refused = absl::ResourceExhaustedError(absl::StrCat(
-        "exec ", record_.id, " is not reading its stdin: ", stdin_bytes_,
-        " bytes are already waiting; retry later or close stdin"));
+    refused = absl::ResourceExhaustedError(
+        absl::StrCat("exec ", record_.id, " is not reading its stdin: ", stdin_bytes_,
+                     " bytes are already waiting; retry later or close stdin"));
   }
   if (!refused.ok()) {
     lock.unlock();

@@ -52,9 +52,9 @@ absl::StatusOr<std::string> LoadOrCreateToken(const std::string& token_file,
     }
     std::string token(absl::StripAsciiWhitespace(*data));
     if (token.size() < 16) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the token in ", token_file, " is shorter than 16 bytes: use a long "
-                                                    "random one (e.g. openssl rand -hex 32)"));
+      return absl::InvalidArgumentError(absl::StrCat("the token in ", token_file,
+                                                     " is shorter than 16 bytes: use a long "
+                                                     "random one (e.g. openssl rand -hex 32)"));
     }
     return token;
   }
@@ -79,8 +79,9 @@ absl::StatusOr<std::string> LoadOrCreateToken(const std::string& token_file,
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"aboxd: the abox daemon (one per user). Serves the abox API on a unix socket; "
-               "`abox` starts it on demand."};
+  CLI::App app{
+      "aboxd: the abox daemon (one per user). Serves the abox API on a unix socket; "
+      "`abox` starts it on demand."};
   app.set_version_flag("--version", std::string("aboxd ") + abox::kVersion);
   std::string socket_path;
   int tcp_port = -1;
@@ -205,10 +206,9 @@ int main(int argc, char** argv) {
   if (!workspaces.ok()) {
     return Fail(absl::StrCat("cannot set up workspaces: ", workspaces.status().message()));
   }
-  abox::daemon::SandboxManager manager(
-      {vmm->get(), &sandbox_repo, &exec_repo, &events, &ledger, &timers, workspaces->get(),
-       egress->get()},
-      {});
+  abox::daemon::SandboxManager manager({vmm->get(), &sandbox_repo, &exec_repo, &events, &ledger,
+                                        &timers, workspaces->get(), egress->get()},
+                                       {});
   abox::daemon::Services services;
   services.manager = &manager;
   services.events = &events;
@@ -236,8 +236,8 @@ int main(int argc, char** argv) {
   }
   abox::daemon::LedgerUsage usage = ledger.Usage();
   spdlog::info("aboxd {} ready on {} (pid {}; budget {} vCPUs, {} MiB; {} sandbox(es) running){}",
-               abox::kVersion, socket_path, ::getpid(), usage.budget.cpus,
-               usage.budget.memory_mib, manager.RunningCount(),
+               abox::kVersion, socket_path, ::getpid(), usage.budget.cpus, usage.budget.memory_mib,
+               manager.RunningCount(),
                tcp_port >= 0 ? absl::StrCat("; TCP 127.0.0.1:", (*server)->tcp_port()) : "");
 
   int signal_number = 0;

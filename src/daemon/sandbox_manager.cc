@@ -3,12 +3,12 @@
 #include <filesystem>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
+#include "src/api/errors.h"
 #include "src/base/fenced_remove.h"
 #include "src/base/io.h"
-#include "src/api/errors.h"
 #include "src/base/status_macros.h"
 #include "src/image/paths.h"
 #include "src/proto/messages.h"
@@ -109,8 +109,7 @@ absl::Status SandboxManager::Recover() {
   }
   store::SandboxFilter filter;
   filter.states = {SandboxState::kCreating, SandboxState::kReady, SandboxState::kStopping};
-  ABOX_ASSIGN_OR_RETURN(std::vector<store::SandboxRecord> records,
-                        deps_.sandboxes->List(filter));
+  ABOX_ASSIGN_OR_RETURN(std::vector<store::SandboxRecord> records, deps_.sandboxes->List(filter));
   for (const store::SandboxRecord& r : records) {
     if (r.state != SandboxState::kReady) {
       // A boot or a stop was cut short: finish the VM off, whatever state it is in.
@@ -141,8 +140,8 @@ absl::Status SandboxManager::Recover() {
       if (deps_.egress != nullptr) {
         deps_.egress->Stop(r.id);
       }
-      std::string why =
-          absl::StrCat("the sandbox died while aboxd was not running: ", sandbox.status().message());
+      std::string why = absl::StrCat("the sandbox died while aboxd was not running: ",
+                                     sandbox.status().message());
       spdlog::warn("recovery: {}: {}", r.id, why);
       (void)deps_.sandboxes->UpdateState(r.id, SandboxState::kFailed, why);
       deps_.events->Publish(r.id, store::event_type::kFailed, {{"error", why}});
@@ -287,14 +286,13 @@ absl::StatusOr<SandboxView> SandboxManager::Create(
     // The first sync is part of creating: a sandbox whose workspace cannot go in is not ready.
     if (absl::Status s = SyncWorkspace(id, **sandbox); !s.ok()) {
       (void)(*sandbox)->Destroy();
-      sandbox = absl::Status(s.code(), absl::StrCat("the workspace could not be synced in: ",
-                                                    s.message()));
+      sandbox = absl::Status(s.code(),
+                             absl::StrCat("the workspace could not be synced in: ", s.message()));
     }
   }
   if (sandbox.ok() && request.setup) {
     // After the workspace sync, so that e.g. `npm ci` finds package-lock.json.
-    if (absl::Status s = RunSetup(id, **sandbox, *request.setup, std::move(setup_rules));
-        !s.ok()) {
+    if (absl::Status s = RunSetup(id, **sandbox, *request.setup, std::move(setup_rules)); !s.ok()) {
       (void)(*sandbox)->Destroy();
       sandbox = s;
       failed_how = "failed during setup";
@@ -377,8 +375,7 @@ absl::StatusOr<SandboxView> SandboxManager::Get(absl::string_view ref) {
 }
 
 absl::StatusOr<std::vector<SandboxView>> SandboxManager::List(const store::SandboxFilter& filter) {
-  ABOX_ASSIGN_OR_RETURN(std::vector<store::SandboxRecord> records,
-                        deps_.sandboxes->List(filter));
+  ABOX_ASSIGN_OR_RETURN(std::vector<store::SandboxRecord> records, deps_.sandboxes->List(filter));
   std::vector<SandboxView> views;
   views.reserve(records.size());
   for (store::SandboxRecord& r : records) {
@@ -474,9 +471,9 @@ absl::Status SandboxManager::Remove(absl::string_view ref, bool force) {
           StateText(record), ": retry once it is ready or stopped (watch with abox events)"));
     case SandboxState::kReady:
       if (!force) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            StateText(record), " (running): stop it first (abox stop ", record.id,
-            ") or remove it anyway with force (abox rm -f ", record.id, ")"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(StateText(record), " (running): stop it first (abox stop ", record.id,
+                         ") or remove it anyway with force (abox rm -f ", record.id, ")"));
       }
       ABOX_RETURN_IF_ERROR(Stop(record.id).status());
       break;
@@ -541,8 +538,8 @@ absl::StatusOr<std::shared_ptr<LiveExec>> SandboxManager::StartExec(
                                                              : " (create a new one)"));
   }
   if (request.sync && deps_.workspaces != nullptr && deps_.workspaces->Has(record.id)) {
-    absl::Status synced = WithGuestTools(
-        record.id, [&](const store::SandboxRecord&, workspace::GuestTools& tools) {
+    absl::Status synced =
+        WithGuestTools(record.id, [&](const store::SandboxRecord&, workspace::GuestTools& tools) {
           return deps_.workspaces->Sync(record.id, tools).status();
         });
     if (!synced.ok()) {
@@ -711,9 +708,9 @@ void SandboxManager::ReapExpired() {
     (void)deps_.sandboxes->UpdateState(e.sandbox.id, SandboxState::kStopping);
     (void)TearDown(entry, absl::StrCat("the sandbox was stopped: ", reason), /*detach=*/false);
     (void)deps_.sandboxes->UpdateState(e.sandbox.id, SandboxState::kStopped);
-    deps_.events->Publish(e.sandbox.id, store::event_type::kStopped,
-                          {{"reason", reason},
-                           {"expiry", e.reason == store::ExpiryReason::kTtl ? "ttl" : "idle"}});
+    deps_.events->Publish(
+        e.sandbox.id, store::event_type::kStopped,
+        {{"reason", reason}, {"expiry", e.reason == store::ExpiryReason::kTtl ? "ttl" : "idle"}});
   }
 }
 

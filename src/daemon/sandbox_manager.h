@@ -133,7 +133,7 @@ class SandboxManager final {
  private:
   struct Entry {
     std::string id;
-    std::mutex mu;  // guards the fields below
+    std::mutex mu;                              // guards the fields below
     std::unique_ptr<runtime::Sandbox> sandbox;  // null while booting
     std::map<std::string, std::shared_ptr<LiveExec>> execs;
     bool stopping = false;

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/workspace/testing/scratch_tree.h"
 #include "src/daemon/testing/test_daemon.h"
+#include "src/workspace/testing/scratch_tree.h"
 
 namespace abox::daemon {
 namespace {
@@ -51,8 +51,9 @@ class WorkspaceApiTest : public ::testing::Test {
     std::string git = absl::StrCat("cd ", host_.string(),
                                    " && GIT_CONFIG_GLOBAL=/dev/null git -c user.name=t -c "
                                    "user.email=t@e ");
-    ASSERT_EQ(Sh(git + "init -q . && git config credential.helper store && git remote add "
-                       "origin https://user:tok123@example.com/r.git && git add -A && " +
+    ASSERT_EQ(Sh(git +
+                 "init -q . && git config credential.helper store && git remote add "
+                 "origin https://user:tok123@example.com/r.git && git add -A && " +
                  git + "commit -qm init"),
               0);
     daemon_ = std::make_unique<testing::TestDaemon>(home_.path());
@@ -290,14 +291,13 @@ TEST_F(WorkspaceApiTest, HostileGuestContentNeverEscapesTheHostTree) {
 }
 
 TEST_F(WorkspaceApiTest, BadRequestsSayWhatIsWrong) {
-  Response missing = Call("POST", "/v1/sandboxes",
-                          R"({"workspace":{"path":"/nonexistent/abox-test"}})");
+  Response missing =
+      Call("POST", "/v1/sandboxes", R"({"workspace":{"path":"/nonexistent/abox-test"}})");
   EXPECT_EQ(missing.status, 400) << missing.body;
   EXPECT_THAT(missing.body, HasSubstr("/nonexistent/abox-test"));
-  Response system = Call("POST", "/v1/sandboxes",
-                         nlohmann::json{{"workspace", {{"path", host_.string()},
-                                                       {"guest_path", "/etc"}}}}
-                             .dump());
+  Response system = Call(
+      "POST", "/v1/sandboxes",
+      nlohmann::json{{"workspace", {{"path", host_.string()}, {"guest_path", "/etc"}}}}.dump());
   EXPECT_EQ(system.status, 400) << system.body;
   std::string plain = [&] {
     Response r = Call("POST", "/v1/sandboxes", "{}");

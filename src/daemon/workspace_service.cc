@@ -62,9 +62,10 @@ absl::Status WorkspaceService::Recover() {
   std::lock_guard lock(artifacts_mu_);
   ABOX_ASSIGN_OR_RETURN(std::vector<std::string> rolled_back, artifacts_.RecoverInterrupted());
   for (const std::string& id : rolled_back) {
-    spdlog::warn("recovery: apply {} was cut short: the host files it touched are back as they "
-                 "were before it (abox artifacts)",
-                 id);
+    spdlog::warn(
+        "recovery: apply {} was cut short: the host files it touched are back as they "
+        "were before it (abox artifacts)",
+        id);
   }
   return absl::OkStatus();
 }
@@ -126,7 +127,8 @@ void WorkspaceService::RefreshInfo(Slot& slot) {
                       {"syncs", s.sync_count()},
                       {"files", s.base().size()}};
   if (s.last_sync() != absl::InfinitePast()) {
-    j["last_sync_at"] = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", s.last_sync(), absl::UTCTimeZone());
+    j["last_sync_at"] =
+        absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", s.last_sync(), absl::UTCTimeZone());
   }
   if (!s.binding().exclude_add.empty()) {
     j["exclude"] = s.binding().exclude_add;
@@ -308,8 +310,8 @@ absl::StatusOr<ApplyOutcome> WorkspaceService::Apply(const std::string& sandbox_
       request.markers ? workspace::ConflictMode::kMarkers : workspace::ConflictMode::kRefuse;
   options.allow_exec_files = request.allow_exec_files;
   ApplyOutcome out;
-  ABOX_ASSIGN_OR_RETURN(out.plan, workspace::PlanApply(tree, changes.base, changes.guest,
-                                                       state.objects(), options));
+  ABOX_ASSIGN_OR_RETURN(
+      out.plan, workspace::PlanApply(tree, changes.base, changes.guest, state.objects(), options));
   if (request.dry_run) {
     out.result.dry_run = true;  // the plan, conflicts included; nothing written
     return out;
@@ -341,17 +343,17 @@ absl::StatusOr<ApplyOutcome> WorkspaceService::Pull(const std::string& sandbox_i
   ABOX_ASSIGN_OR_RETURN(workspace::HostTree tree, workspace::HostTree::Open(root));
   ApplyOutcome out;
   if (into_root) {
-    ABOX_ASSIGN_OR_RETURN(out.plan, workspace::PlanPull(tree, changes.base, changes.guest,
-                                                        state.objects(), options));
+    ABOX_ASSIGN_OR_RETURN(
+        out.plan, workspace::PlanPull(tree, changes.base, changes.guest, state.objects(), options));
   } else {
     ABOX_ASSIGN_OR_RETURN(out.plan,
                           workspace::PlanPullInto(tree, changes.guest, state.objects(), options));
   }
   std::lock_guard lock(artifacts_mu_);
-  ABOX_ASSIGN_OR_RETURN(out.result, workspace::Apply(tree, out.plan, state.objects(), artifacts_,
-                                                     {.sandbox = sandbox_id,
-                                                      .host_root = tree.root(),
-                                                      .kind = "pull"}));
+  ABOX_ASSIGN_OR_RETURN(
+      out.result,
+      workspace::Apply(tree, out.plan, state.objects(), artifacts_,
+                       {.sandbox = sandbox_id, .host_root = tree.root(), .kind = "pull"}));
   if (into_root) {
     ABOX_RETURN_IF_ERROR(AdvanceBase(state, out.plan, changes, out.result));
   }
@@ -371,8 +373,8 @@ absl::StatusOr<workspace::UndoResult> WorkspaceService::Undo(const std::string& 
   if (Has(sandbox)) {
     if (auto locked = Lock(sandbox); locked.ok()) {
       if (absl::Status s = RestoreBase(*locked->first->state, artifact_id); !s.ok()) {
-        result.notes.push_back(absl::StrCat("the sandbox's sync base was not restored: ",
-                                            s.message()));
+        result.notes.push_back(
+            absl::StrCat("the sandbox's sync base was not restored: ", s.message()));
       }
     }
   }

@@ -77,11 +77,11 @@ class WorkspaceService final {
 
   [[nodiscard]] absl::StatusOr<std::vector<workspace::ArtifactSummary>> Artifacts();
   [[nodiscard]] absl::StatusOr<workspace::UndoResult> Undo(const std::string& artifact_id,
-                                                             bool force);
+                                                           bool force);
 
  private:
   struct Slot {
-    std::mutex mu;  // one operation at a time on this workspace
+    std::mutex mu;                                     // one operation at a time on this workspace
     std::unique_ptr<workspace::WorkspaceState> state;  // loaded on first use
     // What Describe shows, refreshed after each operation, so that listing sandboxes never
     // waits for a long sync or apply.

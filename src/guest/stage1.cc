@@ -105,9 +105,9 @@ absl::Status WaitForBlockDevice(const std::string& dev) {
     const long waited_ms =
         (now.tv_sec - start.tv_sec) * 1000L + (now.tv_nsec - start.tv_nsec) / 1000000L;
     if (waited_ms >= kRootWaitMs) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "root disk ", dev, " did not appear within ", kRootWaitMs / 1000,
-          " s (is there a virtio-blk device, and did virtio_mmio/virtio_blk load?)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("root disk ", dev, " did not appear within ", kRootWaitMs / 1000,
+                       " s (is there a virtio-blk device, and did virtio_mmio/virtio_blk load?)"));
     }
     struct timespec ts = {0, 5L * 1000 * 1000};
     ::nanosleep(&ts, nullptr);

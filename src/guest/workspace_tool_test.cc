@@ -15,12 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/workspace/testing/scratch_tree.h"
 #include "src/base/io.h"
 #include "src/workspace/archive.h"
 #include "src/workspace/manifest.h"
 #include "src/workspace/manifest_scan.h"
 #include "src/workspace/sha256.h"
+#include "src/workspace/testing/scratch_tree.h"
 
 namespace abox::guest {
 namespace {
@@ -41,9 +41,6 @@ void WriteFile(const std::string& path, const std::string& content, int mode = 0
 }
 
 std::string ReadFile(const std::string& path) { return workspace::testing::ReadWholeFile(path); }
-
-
-
 
 Entry File(uint64_t size, uint32_t mode = 0644) {
   Entry e;

@@ -55,8 +55,9 @@ TEST(PathsTest, ValidatesImageNames) {
 }
 
 TEST(SocketPathTest, AboxSocketWinsThenXdgRuntimeDirThenTmp) {
-  EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"ABOX_SOCKET", "/x/y.sock"}, {"XDG_RUNTIME_DIR", "/run/u"}})),
-            "/x/y.sock");
+  EXPECT_EQ(
+      *ResolveSocketPath(FakeEnv({{"ABOX_SOCKET", "/x/y.sock"}, {"XDG_RUNTIME_DIR", "/run/u"}})),
+      "/x/y.sock");
   EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"XDG_RUNTIME_DIR", "/run/user/7"}})),
             "/run/user/7/abox/aboxd.sock");
   EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"XDG_RUNTIME_DIR", "relative"}})),

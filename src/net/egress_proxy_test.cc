@@ -196,9 +196,8 @@ TEST_F(EgressProxyTest, SendsAbsoluteFormToTheOriginInOriginForm) {
   EXPECT_EQ(HttpExchange(*proxy, ProxyPort(), request), testing::kUpstreamResponse);
   std::string bare = absl::StrCat("GET http://web.test:", upstream.port(), headers);
   EXPECT_EQ(HttpExchange(*proxy, ProxyPort(), bare), testing::kUpstreamResponse);
-  EXPECT_EQ(upstream.requests(),
-            (std::vector<std::string>{absl::StrCat("GET /a?b=1", headers),
-                                      absl::StrCat("GET /", headers)}));
+  EXPECT_EQ(upstream.requests(), (std::vector<std::string>{absl::StrCat("GET /a?b=1", headers),
+                                                           absl::StrCat("GET /", headers)}));
 }
 
 TEST_F(EgressProxyTest, Answers403ToDeniedHttpAndReportsTheDenial) {

@@ -35,8 +35,7 @@ class TunnelStream {
   // Up to `len` bytes from the guest, blocking until some arrive or `deadline` passes
   // (kDeadlineExceeded); 0 when the guest closed its side; an error when the tunnel was reset
   // or the sandbox went away.
-  [[nodiscard]] virtual absl::StatusOr<size_t> Read(char* buf, size_t len,
-                                                    absl::Time deadline) = 0;
+  [[nodiscard]] virtual absl::StatusOr<size_t> Read(char* buf, size_t len, absl::Time deadline) = 0;
   // All of `data` to the guest, blocking while the guest grants no credit; an error once the
   // tunnel is reset or gone.
   [[nodiscard]] virtual absl::Status Write(absl::string_view data) = 0;

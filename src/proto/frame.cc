@@ -61,8 +61,7 @@ void AppendFrame(FrameType type, uint32_t stream, uint8_t flags, absl::string_vi
   out->append(payload.data(), payload.size());
 }
 
-std::string EncodeFrame(FrameType type, uint32_t stream, uint8_t flags,
-                        absl::string_view payload) {
+std::string EncodeFrame(FrameType type, uint32_t stream, uint8_t flags, absl::string_view payload) {
   std::string out;
   AppendFrame(type, stream, flags, payload, &out);
   return out;
@@ -87,13 +86,12 @@ absl::StatusOr<FrameHeader> ParseHeader(const char (&bytes)[kHeaderSize]) {
                                                    kMaxPayload));
   }
   if (IsControl(h.type) != (h.stream == kControlStream)) {
-    return absl::InvalidArgumentError(absl::StrCat("frame header: ", FrameTypeName(type),
-                                                   " frame on stream ", h.stream));
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame header: ", FrameTypeName(type), " frame on stream ", h.stream));
   }
   if ((h.flags & ~kFlagEof) != 0 || (h.flags != 0 && !IsData(h.type))) {
-    return absl::InvalidArgumentError(absl::StrCat("frame header: invalid flags 0x",
-                                                   absl::Hex(h.flags), " on ",
-                                                   FrameTypeName(type)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame header: invalid flags 0x", absl::Hex(h.flags), " on ", FrameTypeName(type)));
   }
   return h;
 }
@@ -152,8 +150,8 @@ std::string EncodeCredit(uint32_t bytes) {
 
 absl::StatusOr<uint32_t> DecodeCredit(absl::string_view payload) {
   if (payload.size() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat("credit payload of ", payload.size(),
-                                                   " bytes, want 4"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("credit payload of ", payload.size(), " bytes, want 4"));
   }
   return GetU32(payload.data());
 }
@@ -167,8 +165,8 @@ void CreditWindow::Consume(uint32_t n) {
 
 absl::Status CreditWindow::Grant(uint32_t n) {
   if (static_cast<uint64_t>(available_) + n > window_) {
-    return absl::InvalidArgumentError(absl::StrCat("credit grant of ", n, " bytes overflows the ",
-                                                   window_, "-byte window"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("credit grant of ", n, " bytes overflows the ", window_, "-byte window"));
   }
   available_ += n;
   return absl::OkStatus();
@@ -176,9 +174,9 @@ absl::Status CreditWindow::Grant(uint32_t n) {
 
 absl::Status CreditWindow::OnReceived(uint32_t n) {
   if (static_cast<uint64_t>(outstanding_) + releasable_ + n > window_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "peer sent ", n, " bytes with only ", window_ - outstanding_ - releasable_,
-        " bytes of credit (window ", window_, ")"));
+    return absl::ResourceExhaustedError(absl::StrCat("peer sent ", n, " bytes with only ",
+                                                     window_ - outstanding_ - releasable_,
+                                                     " bytes of credit (window ", window_, ")"));
   }
   outstanding_ += n;
   return absl::OkStatus();

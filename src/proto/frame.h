@@ -38,20 +38,20 @@ inline constexpr uint32_t kMaxTunnels = 256;
 inline constexpr uint32_t kControlStream = 0;
 
 enum class FrameType : uint8_t {
-  kHello = 1,     // control: JSON Hello, host first, guest answers
-  kPing = 2,      // control: opaque bytes (<= 64) echoed in kPong
-  kPong = 3,      // control
-  kOpen = 4,      // host->guest: opens stream N, payload JSON ExecRequest
-  kStdin = 5,     // host->guest: data; kFlagEof closes stdin
-  kStdout = 6,    // guest->host: data; kFlagEof when the command's stdout closed
-  kStderr = 7,    // guest->host: data; kFlagEof when the command's stderr closed
-  kCredit = 8,    // either way: u32 LE bytes added to the peer's send window on this stream
-  kSignal = 9,    // host->guest: JSON {"signal": N} for the command's process group
-  kResize = 10,   // host->guest: JSON {"rows": R, "cols": C} (PTY)
-  kExit = 11,     // guest->host: JSON ExitInfo; the last frame of a stream
-  kReset = 12,    // either way: JSON {"error": "..."}; aborts the stream
-  kShutdown = 13, // host->guest, control: sync disks and power off
-  kGoodbye = 14,  // either way, control: JSON {"error": "..."} sent before closing on a violation
+  kHello = 1,      // control: JSON Hello, host first, guest answers
+  kPing = 2,       // control: opaque bytes (<= 64) echoed in kPong
+  kPong = 3,       // control
+  kOpen = 4,       // host->guest: opens stream N, payload JSON ExecRequest
+  kStdin = 5,      // host->guest: data; kFlagEof closes stdin
+  kStdout = 6,     // guest->host: data; kFlagEof when the command's stdout closed
+  kStderr = 7,     // guest->host: data; kFlagEof when the command's stderr closed
+  kCredit = 8,     // either way: u32 LE bytes added to the peer's send window on this stream
+  kSignal = 9,     // host->guest: JSON {"signal": N} for the command's process group
+  kResize = 10,    // host->guest: JSON {"rows": R, "cols": C} (PTY)
+  kExit = 11,      // guest->host: JSON ExitInfo; the last frame of a stream
+  kReset = 12,     // either way: JSON {"error": "..."}; aborts the stream
+  kShutdown = 13,  // host->guest, control: sync disks and power off
+  kGoodbye = 14,   // either way, control: JSON {"error": "..."} sent before closing on a violation
   kTunnelOpen = 15,  // guest->host: opens even stream N, payload JSON TunnelRequest (v2)
   kTunnelData = 16,  // either way: tunnel bytes; kFlagEof = the sender closed its write half (v2)
 };
@@ -78,8 +78,7 @@ std::string FrameTypeName(uint8_t type);
 // Appends one encoded frame to `out`. CHECKs payload.size() <= kMaxPayload (a local bug).
 void AppendFrame(FrameType type, uint32_t stream, uint8_t flags, absl::string_view payload,
                  std::string* out);
-std::string EncodeFrame(FrameType type, uint32_t stream, uint8_t flags,
-                        absl::string_view payload);
+std::string EncodeFrame(FrameType type, uint32_t stream, uint8_t flags, absl::string_view payload);
 
 // Validates a header received from the peer: known type, reserved bits zero, flags only where
 // defined, length <= kMaxPayload, control frames on stream 0 and data frames off it.

@@ -8,8 +8,7 @@ namespace abox::proto {
 
 HostSession::HostSession(Options options) : options_(options) {}
 
-void HostSession::Queue(FrameType type, uint32_t stream, uint8_t flags,
-                        absl::string_view payload) {
+void HostSession::Queue(FrameType type, uint32_t stream, uint8_t flags, absl::string_view payload) {
   AppendFrame(type, stream, flags, payload, &output_);
 }
 
@@ -61,9 +60,9 @@ absl::Status HostSession::HandleFrame(const Frame& frame, absl::Time now) {
     return HandleControl(frame, now);
   }
   if (!ready()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
-        " before the handshake"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
+                     " before the handshake"));
   }
   if (frame.header.type == FrameType::kTunnelOpen) {
     return OpenTunnel(frame);
@@ -84,10 +83,9 @@ absl::Status HostSession::HandleControl(const Frame& frame, absl::Time now) {
       Hello ours{.version = kProtocolVersion, .min_version = kMinProtocolVersion};
       ABOX_ASSIGN_OR_RETURN(version_, NegotiateVersion(ours, theirs));
       if (theirs.window < kDefaultWindow || theirs.max_payload < kMaxPayload) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("guest offers window ", theirs.window, " and max payload ",
-                         theirs.max_payload, "; this host needs at least ", kDefaultWindow,
-                         " and ", kMaxPayload));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "guest offers window ", theirs.window, " and max payload ", theirs.max_payload,
+            "; this host needs at least ", kDefaultWindow, " and ", kMaxPayload));
       }
       peer_ = std::move(theirs);
       return absl::OkStatus();
@@ -109,13 +107,13 @@ absl::Status HostSession::HandleControl(const Frame& frame, absl::Time now) {
       return absl::OkStatus();
     case FrameType::kGoodbye: {
       auto text = DecodeError(frame.payload);
-      return absl::AbortedError(absl::StrCat(
-          "guest closed the session: ", text.ok() ? *text : "(unreadable reason)"));
+      return absl::AbortedError(
+          absl::StrCat("guest closed the session: ", text.ok() ? *text : "(unreadable reason)"));
     }
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
-          " on the control stream"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
+                       " on the control stream"));
   }
 }
 
@@ -123,9 +121,9 @@ absl::Status HostSession::HandleStream(const Frame& frame) {
   uint32_t id = frame.header.stream;
   auto it = streams_.find(id);
   if (it == streams_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
-        " on unknown stream ", id));
+    return absl::InvalidArgumentError(
+        absl::StrCat("guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
+                     " on unknown stream ", id));
   }
   Stream& s = it->second;
   switch (frame.header.type) {
@@ -134,8 +132,8 @@ absl::Status HostSession::HandleStream(const Frame& frame) {
       bool is_err = frame.header.type == FrameType::kStderr;
       bool& eof = is_err ? s.stderr_eof : s.stdout_eof;
       if (eof) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "guest sent ", is_err ? "stderr" : "stdout", " after EOF on stream ", id));
+        return absl::InvalidArgumentError(
+            absl::StrCat("guest sent ", is_err ? "stderr" : "stdout", " after EOF on stream ", id));
       }
       ABOX_RETURN_IF_ERROR(
           base::Annotate(s.recv.OnReceived(static_cast<uint32_t>(frame.payload.size())),
@@ -175,12 +173,11 @@ absl::Status HostSession::HandleStream(const Frame& frame) {
       return absl::OkStatus();
     }
     case FrameType::kTunnelData:
-      return absl::InvalidArgumentError(
-          absl::StrCat("guest sent tunnel_data on exec stream ", id));
+      return absl::InvalidArgumentError(absl::StrCat("guest sent tunnel_data on exec stream ", id));
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
-          ", which only the host may send, on stream ", id));
+      return absl::InvalidArgumentError(
+          absl::StrCat("guest sent ", FrameTypeName(static_cast<uint8_t>(frame.header.type)),
+                       ", which only the host may send, on stream ", id));
   }
 }
 

@@ -133,8 +133,8 @@ TEST_F(HostSessionTest, StdinIsLimitedByGuestCredit) {
     total += f.payload.size();
   }
   EXPECT_EQ(total, kDefaultWindow);
-  ASSERT_TRUE(session_.OnBytes(EncodeFrame(FrameType::kCredit, id, 0, EncodeCredit(1000)), now_)
-                  .ok());
+  ASSERT_TRUE(
+      session_.OnBytes(EncodeFrame(FrameType::kCredit, id, 0, EncodeCredit(1000)), now_).ok());
   EXPECT_EQ(session_.StdinCredit(id), 1000u);
   session_.CloseStdin(id);
   frames = Drain(session_);

@@ -73,7 +73,8 @@ bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
 // Fails on the first key of `j` not in `known`.
 template <size_t N>
-absl::Status CheckKnownFields(const json& j, const char* const (&known)[N], absl::string_view what) {
+absl::Status CheckKnownFields(const json& j, const char* const (&known)[N],
+                              absl::string_view what) {
   for (const auto& item : j.items()) {
     const std::string& key = item.key();
     if (std::find_if(std::begin(known), std::end(known),
@@ -194,7 +195,7 @@ static absl::StatusOr<PtySize> DecodePtySize(const nlohmann::json& j, absl::stri
 absl::StatusOr<ExecRequest> DecodeExecRequest(absl::string_view payload) {
   constexpr absl::string_view kWhat = "exec request";
   ABOX_ASSIGN_OR_RETURN(json j, ParseObject(payload, kWhat));
-  static const char* const kKnown[] = {"argv", "shell", "env", "cwd",
+  static const char* const kKnown[] = {"argv", "shell",      "env",   "cwd",
                                        "user", "timeout_ms", "stdin", "pty"};
   ABOX_RETURN_IF_ERROR(CheckKnownFields(j, kKnown, kWhat));
   ExecRequest r;

@@ -1,6 +1,6 @@
 // JSON control messages carried in kHello, kOpen, kSignal, kResize, kExit, kReset, kGoodbye and
-// kTunnelOpen frames. Decoders validate every field (types, ranges, sizes) because the host decodes what a
-// hostile guest sends and the guest decodes what the host sends.
+// kTunnelOpen frames. Decoders validate every field (types, ranges, sizes) because the host decodes
+// what a hostile guest sends and the guest decodes what the host sends.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +15,9 @@
 namespace abox::proto {
 
 struct Hello {
-  uint32_t version = 0;      // highest version the sender speaks
-  uint32_t min_version = 0;  // lowest version the sender speaks
-  std::string agent_version;  // free text, e.g. "0.1.0"
+  uint32_t version = 0;                   // highest version the sender speaks
+  uint32_t min_version = 0;               // lowest version the sender speaks
+  std::string agent_version;              // free text, e.g. "0.1.0"
   std::vector<std::string> capabilities;  // e.g. "exec", "pty", "signal"
   uint32_t max_payload = 0;
   uint32_t window = 0;
@@ -33,14 +33,14 @@ struct PtySize {
 };
 
 struct ExecRequest {
-  std::vector<std::string> argv;  // exactly one of argv / shell
-  std::optional<std::string> shell;  // run through /bin/sh -c
+  std::vector<std::string> argv;           // exactly one of argv / shell
+  std::optional<std::string> shell;        // run through /bin/sh -c
   std::map<std::string, std::string> env;  // added to the guest's base environment
-  std::string cwd;   // empty: the user's home
-  std::string user;  // "" or "agent": unprivileged; "root": root
-  uint64_t timeout_ms = 0;  // 0: none; on expiry the whole process group is killed
-  bool stdin_open = false;  // host will stream stdin; otherwise stdin is /dev/null
-  std::optional<PtySize> pty;  // allocate a PTY (stdout carries the merged output)
+  std::string cwd;                         // empty: the user's home
+  std::string user;                        // "" or "agent": unprivileged; "root": root
+  uint64_t timeout_ms = 0;                 // 0: none; on expiry the whole process group is killed
+  bool stdin_open = false;                 // host will stream stdin; otherwise stdin is /dev/null
+  std::optional<PtySize> pty;              // allocate a PTY (stdout carries the merged output)
 };
 std::string EncodeExecRequest(const ExecRequest& r);
 [[nodiscard]] absl::StatusOr<ExecRequest> DecodeExecRequest(absl::string_view payload);

@@ -36,13 +36,12 @@ TEST(MessagesTest, ExecRequestRoundTrip) {
 }
 
 TEST(MessagesTest, ExecRequestRejectsBadInput) {
-  for (const char* bad : {
-           "", "[]", "{", "{\"argv\":[]}", "{\"argv\":\"ls\"}", "{\"argv\":[1]}",
-           "{\"argv\":[\"\"]}", "{\"argv\":[\"a\"],\"shell\":\"b\"}", "{}",
-           "{\"argv\":[\"a\"],\"env\":{\"A=B\":\"c\"}}", "{\"argv\":[\"a\"],\"env\":{\"A\":1}}",
-           "{\"argv\":[\"a\"],\"user\":\"mallory\"}", "{\"argv\":[\"a\"],\"timeout_ms\":-1}",
-           "{\"argv\":[\"a\"],\"unknown\":1}", "{\"argv\":[\"a\"],\"pty\":{\"rows\":99999}}",
-           "{\"argv\":[\"a\\u0000b\"]}"}) {
+  for (const char* bad :
+       {"", "[]", "{", "{\"argv\":[]}", "{\"argv\":\"ls\"}", "{\"argv\":[1]}", "{\"argv\":[\"\"]}",
+        "{\"argv\":[\"a\"],\"shell\":\"b\"}", "{}", "{\"argv\":[\"a\"],\"env\":{\"A=B\":\"c\"}}",
+        "{\"argv\":[\"a\"],\"env\":{\"A\":1}}", "{\"argv\":[\"a\"],\"user\":\"mallory\"}",
+        "{\"argv\":[\"a\"],\"timeout_ms\":-1}", "{\"argv\":[\"a\"],\"unknown\":1}",
+        "{\"argv\":[\"a\"],\"pty\":{\"rows\":99999}}", "{\"argv\":[\"a\\u0000b\"]}"}) {
     EXPECT_FALSE(DecodeExecRequest(bad).ok()) << bad;
   }
 }
@@ -79,7 +78,8 @@ TEST(MessagesTest, HelloNegotiation) {
   auto bad = NegotiateVersion(old, fresh);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(bad.status().message().find("4-5"), absl::string_view::npos);
-  EXPECT_FALSE(DecodeHello("{\"version\":1,\"min_version\":2,\"max_payload\":1,\"window\":1}").ok());
+  EXPECT_FALSE(
+      DecodeHello("{\"version\":1,\"min_version\":2,\"max_payload\":1,\"window\":1}").ok());
   EXPECT_FALSE(DecodeHello("{\"version\":1}").ok());
 }
 

@@ -43,7 +43,7 @@ class Exec::Sink final : public proto::ExecSink {
 };
 
 absl::StatusOr<std::unique_ptr<AgentClient>> AgentClient::Create(base::UniqueFd channel,
-                                                                  Options options) {
+                                                                 Options options) {
   ABOX_RETURN_IF_ERROR(base::SetNonBlocking(channel.get()));
   base::UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) {
@@ -150,9 +150,9 @@ void AgentClient::Run() {
       }
       pending += core_->session.TakeOutput();
       if (pending.size() > proto::HostSession::kMaxPendingOutput) {
-        FailLocked(absl::ResourceExhaustedError(absl::StrCat(
-            "guest protocol violation: guest is not reading its channel (", pending.size(),
-            " bytes unsent)")));
+        FailLocked(absl::ResourceExhaustedError(
+            absl::StrCat("guest protocol violation: guest is not reading its channel (",
+                         pending.size(), " bytes unsent)")));
         return;
       }
       timeout_ms = static_cast<int>(std::clamp<int64_t>(
@@ -205,8 +205,7 @@ bool AgentClient::ReadChannel(char* buf, size_t len) {
     auto s = core_->session.OnBytes(absl::string_view(buf, static_cast<size_t>(n)), absl::Now());
     tunnels.swap(new_tunnels_);
     if (!s.ok()) {
-      FailLocked(
-          absl::Status(s.code(), absl::StrCat("guest protocol violation: ", s.message())));
+      FailLocked(absl::Status(s.code(), absl::StrCat("guest protocol violation: ", s.message())));
       return false;  // `tunnels` were reset by the failure and are dropped.
     }
     core_->cv.notify_all();
@@ -223,8 +222,8 @@ absl::Status AgentClient::WaitReady(absl::Duration timeout) {
   auto deadline = std::chrono::steady_clock::now() + absl::ToChronoMilliseconds(timeout);
   if (!core_->cv.wait_until(lock, deadline,
                             [&] { return core_->session.ready() || !core_->failure.ok(); })) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "the guest agent did not answer within ", absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("the guest agent did not answer within ", absl::FormatDuration(timeout)));
   }
   return core_->failure;
 }

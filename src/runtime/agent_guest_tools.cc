@@ -53,9 +53,8 @@ absl::Status AgentGuestTools::Run(const std::vector<std::string>& args, const In
   }
   if (exit.ShellCode() != 0) {
     std::string detail(absl::StripAsciiWhitespace(err));
-    return absl::InternalError(absl::StrCat(what, " failed in the sandbox (exit ",
-                                            exit.ShellCode(), ")",
-                                            detail.empty() ? "" : ": ", detail));
+    return absl::InternalError(absl::StrCat(what, " failed in the sandbox (exit ", exit.ShellCode(),
+                                            ")", detail.empty() ? "" : ": ", detail));
   }
   // The tool exited 0 but stopped reading early: its input was not all taken.
   return input_status;

@@ -125,8 +125,8 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
   auto channel = base::ConnectUnixSocket(sb->vm_->agent_socket_path());
   if (!channel.ok()) {
     std::string report = sb->FailureReport();
-    return absl::UnavailableError(absl::StrCat("cannot connect to the guest agent channel: ",
-                                               channel.status().message(), "\n  ", report));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot connect to the guest agent channel: ", channel.status().message(), "\n  ", report));
   }
   ABOX_ASSIGN_OR_RETURN(sb->agent_,
                         AgentClient::Create(std::move(*channel), {.on_failure = config.on_failure,
@@ -156,13 +156,12 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Attach(
   if (!channel.ok()) {
     std::string report = sb->FailureReport();
     (void)sb->Destroy();
-    return absl::UnavailableError(absl::StrCat("cannot reconnect to the guest agent: ",
-                                               channel.status().message(), "\n  ", report));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reconnect to the guest agent: ", channel.status().message(), "\n  ", report));
   }
-  ABOX_ASSIGN_OR_RETURN(sb->agent_,
-                        AgentClient::Create(std::move(*channel),
-                                            {.on_failure = std::move(on_failure),
-                                             .on_tunnel = std::move(on_tunnel)}));
+  ABOX_ASSIGN_OR_RETURN(
+      sb->agent_, AgentClient::Create(std::move(*channel), {.on_failure = std::move(on_failure),
+                                                            .on_tunnel = std::move(on_tunnel)}));
   if (auto s = sb->agent_->WaitReady(timeout); !s.ok()) {
     sb->agent_->Fail(s);
     std::string report = sb->FailureReport();

@@ -47,8 +47,7 @@ using NoticeFn = std::function<void(const std::string&)>;
 class Sandbox final {
  public:
   // Boots a sandbox. `vmm` must outlive it. Errors say what to run next.
-  static absl::StatusOr<std::unique_ptr<Sandbox>> Boot(vmm::Vmm& vmm,
-                                                       const SandboxConfig& config,
+  static absl::StatusOr<std::unique_ptr<Sandbox>> Boot(vmm::Vmm& vmm, const SandboxConfig& config,
                                                        const NoticeFn& notice);
   // Takes over a sandbox booted earlier with tie_to_caller=false (by a daemon that restarted):
   // attaches to its VM by run dir and reconnects to the guest agent, which then ends the

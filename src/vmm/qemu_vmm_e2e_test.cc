@@ -91,18 +91,17 @@ class QemuVmmE2eTest : public ::testing::Test {
     ASSERT_TRUE(init.ok()) << init.status();
     initrd_ = dir_ + "/initramfs.cpio";
     using Entry = image::CpioEntry;
-    ASSERT_TRUE(image::WriteCpio(initrd_, {Entry{.path = "dev", .type = Entry::Type::kDirectory,
-                                                 .mode = 0755},
-                                           Entry{.path = "dev/console",
-                                                 .type = Entry::Type::kCharDevice,
-                                                 .mode = 0600,
-                                                 .dev_major = 5,
-                                                 .dev_minor = 1},
-                                           Entry{.path = "init", .mode = 0755, .data = *init}})
+    ASSERT_TRUE(image::WriteCpio(
+                    initrd_, {Entry{.path = "dev", .type = Entry::Type::kDirectory, .mode = 0755},
+                              Entry{.path = "dev/console",
+                                    .type = Entry::Type::kCharDevice,
+                                    .mode = 0600,
+                                    .dev_major = 5,
+                                    .dev_minor = 1},
+                              Entry{.path = "init", .mode = 0755, .data = *init}})
                     .ok());
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
-
 
   VmSpec Spec(const std::string& name, const std::string& mode, bool tie = true) {
     VmSpec s;

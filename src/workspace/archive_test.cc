@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/workspace/testing/scratch_tree.h"
 #include "src/workspace/manifest_scan.h"
+#include "src/workspace/testing/scratch_tree.h"
 
 namespace abox::workspace {
 namespace {
@@ -95,8 +95,6 @@ Entry FileEntry(uint64_t size, uint32_t mode = 0644) {
   e.size = size;
   return e;
 }
-
-
 
 TEST(ArchiveTest, RoundTripsFilesDirsSymlinksAndDeletions) {
   TempDir dir;

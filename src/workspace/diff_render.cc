@@ -60,8 +60,8 @@ bool LooksBinary(const Side& s) {
 class TempDir {
  public:
   static absl::StatusOr<TempDir> Create() {
-    std::string tmpl = absl::StrCat(::getenv("TMPDIR") ? ::getenv("TMPDIR") : "/tmp",
-                                    "/abox-diff-XXXXXX");
+    std::string tmpl =
+        absl::StrCat(::getenv("TMPDIR") ? ::getenv("TMPDIR") : "/tmp", "/abox-diff-XXXXXX");
     if (::mkdtemp(tmpl.data()) == nullptr) {
       return base::ErrnoError("mkdtemp(abox-diff)", errno);
     }
@@ -119,10 +119,10 @@ absl::StatusOr<FileDiff> DiffOne(const ObjectStore& objects, const GuestChanges&
   d.new_kind = new_side.kind;
   d.old_mode = old_side.mode;
   d.new_mode = new_side.mode;
-  d.status = old_side.kind.empty()                ? "added"
-             : new_side.kind.empty()              ? "deleted"
-             : old_side.kind != new_side.kind     ? "type_changed"
-                                                  : "modified";
+  d.status = old_side.kind.empty()            ? "added"
+             : new_side.kind.empty()          ? "deleted"
+             : old_side.kind != new_side.kind ? "type_changed"
+                                              : "modified";
   d.exec_sensitive = ExecSensitiveReason(path);
   d.binary = (!old_side.kind.empty() && LooksBinary(old_side)) ||
              (!new_side.kind.empty() && LooksBinary(new_side));
@@ -133,8 +133,8 @@ absl::StatusOr<FileDiff> DiffOne(const ObjectStore& objects, const GuestChanges&
   } else if (d.status == "deleted") {
     absl::StrAppend(&header, absl::StrFormat("deleted file mode %06o\n", old_side.mode));
   } else if (old_side.mode != new_side.mode) {
-    absl::StrAppend(&header, absl::StrFormat("old mode %06o\nnew mode %06o\n", old_side.mode,
-                                             new_side.mode));
+    absl::StrAppend(
+        &header, absl::StrFormat("old mode %06o\nnew mode %06o\n", old_side.mode, new_side.mode));
   }
   std::string from = old_side.kind.empty() ? "/dev/null" : absl::StrCat("a/", name);
   std::string to = new_side.kind.empty() ? "/dev/null" : absl::StrCat("b/", name);
@@ -189,12 +189,13 @@ std::string FormatDiffStat(const std::vector<FileDiff>& diffs) {
   int adds = 0;
   int dels = 0;
   for (const FileDiff& d : diffs) {
-    std::string counts = d.binary ? "Bin" : absl::StrCat(d.additions + d.deletions, " ",
-                                                         std::string(std::min(d.additions, 40), '+'),
-                                                         std::string(std::min(d.deletions, 40), '-'));
-    absl::StrAppend(&out, absl::StrFormat(" %-*s | %s%s\n", static_cast<int>(width),
-                                          EscapePath(d.path), counts,
-                                          d.exec_sensitive ? "  (runs code: needs --allow-exec-files)" : ""));
+    std::string counts = d.binary ? "Bin"
+                                  : absl::StrCat(d.additions + d.deletions, " ",
+                                                 std::string(std::min(d.additions, 40), '+'),
+                                                 std::string(std::min(d.deletions, 40), '-'));
+    absl::StrAppend(
+        &out, absl::StrFormat(" %-*s | %s%s\n", static_cast<int>(width), EscapePath(d.path), counts,
+                              d.exec_sensitive ? "  (runs code: needs --allow-exec-files)" : ""));
     adds += d.additions;
     dels += d.deletions;
   }

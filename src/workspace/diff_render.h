@@ -28,7 +28,7 @@ struct FileDiff {
 };
 
 struct DiffOptions {
-  bool patches = true;         // false: counts only (--stat)
+  bool patches = true;  // false: counts only (--stat)
   int context_lines = 3;
   size_t max_text_bytes = size_t{16} << 20;  // larger files are summarized as binary
 };

@@ -53,9 +53,8 @@ absl::StatusOr<GitResult> RunGit(const std::string& cwd, const std::vector<std::
   options.stderr_fd = err.write.get();
   absl::StatusOr<base::ChildProcess> child = base::ChildProcess::Spawn(options);
   if (!child.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot run git (", child.status().message(),
-                     "): install it (apt install git)"));
+    return absl::FailedPreconditionError(absl::StrCat("cannot run git (", child.status().message(),
+                                                      "): install it (apt install git)"));
   }
   in.read.reset();
   out.write.reset();
@@ -104,9 +103,8 @@ absl::StatusOr<GitResult> RunGit(const std::string& cwd, const std::vector<std::
       if (r > 0) {
         sink.append(buf, static_cast<size_t>(r));
         if (sink.size() > max_output) {
-          return absl::ResourceExhaustedError(
-              absl::StrCat("git ", args.empty() ? "" : args[0], " printed more than ",
-                           max_output, " bytes"));
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "git ", args.empty() ? "" : args[0], " printed more than ", max_output, " bytes"));
         }
       } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
         fd.reset();

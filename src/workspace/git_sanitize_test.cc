@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/workspace/testing/scratch_tree.h"
 #include "src/base/child_process.h"
 #include "src/base/fenced_remove.h"
 #include "src/base/io.h"
+#include "src/workspace/testing/scratch_tree.h"
 
 namespace abox::workspace {
 namespace {

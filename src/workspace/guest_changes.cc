@@ -95,7 +95,8 @@ class PackHandler final : public SyncArchiveHandler {
           absl::StrCat("the guest sent '", EscapePath(rel), "' twice"));
     }
     const Entry& want = it->second;
-    if (e.type != want.type || (e.type == EntryType::kSymlink && e.link_target != want.link_target)) {
+    if (e.type != want.type ||
+        (e.type == EntryType::kSymlink && e.link_target != want.link_target)) {
       return Changed(rel);
     }
     if (e.type == EntryType::kFile) {
@@ -161,8 +162,7 @@ absl::Status FetchContent(WorkspaceState& state, GuestTools& tools, const Manife
   ArchiveLimits limits;
   limits.max_entries = wanted.size() * 2 + 16;
   ABOX_RETURN_IF_ERROR(ReadSyncArchive(
-      [&](char* buf, size_t len) { return base::ReadSome(fd.get(), buf, len); }, limits,
-      handler));
+      [&](char* buf, size_t len) { return base::ReadSome(fd.get(), buf, len); }, limits, handler));
   for (const auto& [path, e] : wanted) {
     if (!handler.received().contains(path)) {
       return absl::AbortedError(absl::StrCat("'", EscapePath(path),
@@ -193,9 +193,9 @@ absl::StatusOr<GuestChanges> FetchGuestChanges(WorkspaceState& state, GuestTools
                                  }));
   absl::StatusOr<Manifest> guest_all = ParseManifest(text);
   if (!guest_all.ok()) {
-    return absl::Status(guest_all.status().code(),
-                        absl::StrCat("the sandbox sent a bad workspace manifest: ",
-                                     guest_all.status().message()));
+    return absl::Status(
+        guest_all.status().code(),
+        absl::StrCat("the sandbox sent a bad workspace manifest: ", guest_all.status().message()));
   }
   ABOX_ASSIGN_OR_RETURN(ExcludeRules excludes,
                         ExcludeRules::Create(binding.exclude_add, binding.exclude_remove));

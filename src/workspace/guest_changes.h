@@ -16,8 +16,8 @@
 namespace abox::workspace {
 
 struct GuestChanges {
-  Manifest base;    // the base, files and symlinks only, filtered like `guest`
-  Manifest guest;   // the guest's files and symlinks; changed files' content is in the store
+  Manifest base;   // the base, files and symlinks only, filtered like `guest`
+  Manifest guest;  // the guest's files and symlinks; changed files' content is in the store
   ManifestChanges changes;
   size_t ignored = 0;  // new guest files left out by .gitignore or the secret excludes
 };

@@ -27,8 +27,8 @@ class GuestTools {
   // Runs `abox-guest ws <args...>`. Fails when the tool exits non-zero (with its stderr, bounded)
   // or when `input` / `output` fail; stdin is written fully before stdout is read, which the
   // tools allow (each reads all of stdin before it writes more than a line).
-  [[nodiscard]] virtual absl::Status Run(const std::vector<std::string>& args,
-                                         const InputFn& input, const OutputFn& output) = 0;
+  [[nodiscard]] virtual absl::Status Run(const std::vector<std::string>& args, const InputFn& input,
+                                         const OutputFn& output) = 0;
 };
 
 }  // namespace abox::workspace

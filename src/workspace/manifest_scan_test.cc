@@ -12,8 +12,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/workspace/testing/scratch_tree.h"
 #include "src/workspace/sha256.h"
+#include "src/workspace/testing/scratch_tree.h"
 
 namespace abox::workspace {
 namespace {
@@ -30,8 +30,6 @@ class TempDir : public workspace::testing::ScratchDir {
 void WriteFile(const std::string& path, const std::string& content, int mode = 0644) {
   workspace::testing::WriteWholeFile(path, content, mode);
 }
-
-
 
 std::vector<std::string> Keys(const Manifest& m) {
   std::vector<std::string> keys;

@@ -75,8 +75,8 @@ class ArchiveFeeder {
     }
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return absl::AbortedError(absl::StrCat("'", EscapePath(path),
-                                             "' is no longer a regular file; sync again"));
+      return absl::AbortedError(
+          absl::StrCat("'", EscapePath(path), "' is no longer a regular file; sync again"));
     }
     return fd;
   }
@@ -180,9 +180,8 @@ absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
         return absl::OkStatus();
       });
   if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat("syncing ", binding.host_root, " into the sandbox: ",
-                                     status.message()));
+    return absl::Status(status.code(), absl::StrCat("syncing ", binding.host_root,
+                                                    " into the sandbox: ", status.message()));
   }
   report.changed = true;
   report.files = sends.size();

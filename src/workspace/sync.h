@@ -16,13 +16,13 @@
 namespace abox::workspace {
 
 struct SyncReport {
-  bool changed = false;     // false: nothing to send (the guest was not contacted)
-  size_t files = 0;         // files, symlinks and directories written in the guest
+  bool changed = false;  // false: nothing to send (the guest was not contacted)
+  size_t files = 0;      // files, symlinks and directories written in the guest
   size_t deleted = 0;
-  size_t total_files = 0;   // entries in the synced set
-  uint64_t bytes = 0;       // content bytes sent
-  uint64_t archive_bytes = 0;  // compressed bytes on the channel
-  uint64_t hashed = 0;      // files read and hashed (the rest came from the stat cache)
+  size_t total_files = 0;             // entries in the synced set
+  uint64_t bytes = 0;                 // content bytes sent
+  uint64_t archive_bytes = 0;         // compressed bytes on the channel
+  uint64_t hashed = 0;                // files read and hashed (the rest came from the stat cache)
   std::vector<std::string> excluded;  // secret-looking paths left out ("path (pattern)")
   std::vector<std::string> notes;     // skipped names, .git handling
   absl::Duration duration;

@@ -22,9 +22,8 @@ constexpr char kStatCacheFile[] = "stat-cache";
 constexpr char kObjectsDir[] = "objects";
 
 // Guest paths that would hide or break the system if a workspace were unpacked over them.
-constexpr const char* kSystemDirs[] = {"/",    "/bin", "/boot", "/dev",  "/etc", "/lib",
-                                       "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
-                                       "/var"};
+constexpr const char* kSystemDirs[] = {"/",     "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64",
+                                       "/proc", "/run", "/sbin", "/sys", "/usr", "/var"};
 
 absl::Status ValidateGuestPath(const std::string& path) {
   if (path.empty() || path[0] != '/' || path.size() == 1) {
@@ -34,7 +33,8 @@ absl::Status ValidateGuestPath(const std::string& path) {
   }
   ABOX_RETURN_IF_ERROR(ValidateRelativePath(path.substr(1)));
   for (const char* dir : kSystemDirs) {
-    if (path == dir || (std::string(dir) != "/" && absl::StartsWith(path, absl::StrCat(dir, "/")))) {
+    if (path == dir ||
+        (std::string(dir) != "/" && absl::StartsWith(path, absl::StrCat(dir, "/")))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "workspace guest path '", path, "' is a system directory; use one such as /workspace"));
     }
@@ -62,15 +62,16 @@ absl::StatusOr<Binding> ValidateBinding(Binding binding) {
   std::error_code ec;
   std::filesystem::path canonical = std::filesystem::canonical(binding.host_root, ec);
   if (ec) {
-    return absl::InvalidArgumentError(absl::StrCat("workspace directory '", binding.host_root,
-                                                   "': ", ec.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("workspace directory '", binding.host_root, "': ", ec.message()));
   }
   if (!std::filesystem::is_directory(canonical, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("workspace '", binding.host_root, "' is not a directory"));
   }
   if (canonical == "/") {
-    return absl::InvalidArgumentError("refusing to bind / as a workspace: bind a project directory");
+    return absl::InvalidArgumentError(
+        "refusing to bind / as a workspace: bind a project directory");
   }
   binding.host_root = canonical.string();
   ABOX_RETURN_IF_ERROR(ValidateGuestPath(binding.guest_path));
@@ -88,7 +89,8 @@ absl::StatusOr<std::unique_ptr<WorkspaceState>> WorkspaceState::Create(const std
   state->dir_ = dir;
   state->binding_ = binding;
   ABOX_RETURN_IF_ERROR(state->SaveBinding());
-  ABOX_ASSIGN_OR_RETURN(ObjectStore objects, ObjectStore::Open(absl::StrCat(dir, "/", kObjectsDir)));
+  ABOX_ASSIGN_OR_RETURN(ObjectStore objects,
+                        ObjectStore::Open(absl::StrCat(dir, "/", kObjectsDir)));
   state->objects_ = std::make_unique<ObjectStore>(std::move(objects));
   return state;
 }
@@ -120,7 +122,8 @@ absl::StatusOr<std::unique_ptr<WorkspaceState>> WorkspaceState::Open(const std::
   } else if (!absl::IsNotFound(base_text.status())) {
     return base_text.status();
   }
-  ABOX_ASSIGN_OR_RETURN(ObjectStore objects, ObjectStore::Open(absl::StrCat(dir, "/", kObjectsDir)));
+  ABOX_ASSIGN_OR_RETURN(ObjectStore objects,
+                        ObjectStore::Open(absl::StrCat(dir, "/", kObjectsDir)));
   state->objects_ = std::make_unique<ObjectStore>(std::move(objects));
   state->host_cache_.Load(absl::StrCat(dir, "/", kStatCacheFile));
   return state;

@@ -21,7 +21,7 @@ namespace abox::workspace {
 inline constexpr char kDefaultGuestPath[] = "/workspace";
 
 struct Binding {
-  std::string host_root;                   // absolute, canonical
+  std::string host_root;  // absolute, canonical
   std::string guest_path = kDefaultGuestPath;
   std::vector<std::string> exclude_add;     // patterns added to the secret excludes
   std::vector<std::string> exclude_remove;  // default patterns taken out

@@ -98,8 +98,8 @@ TEST_F(DaemonCliTest, SandboxLifecycleThroughTheCli) {
   events.on_output = [](pid_t pid) { ::kill(pid, SIGINT); };
   events.timeout_seconds = 30;
   AboxResult seen = RunAbox(events);
-  for (const char* type : {"created", "ready", "exec_started", "exec_finished", "stopped",
-                           "removed"}) {
+  for (const char* type :
+       {"created", "ready", "exec_started", "exec_finished", "stopped", "removed"}) {
     EXPECT_THAT(seen.out, HasSubstr(absl::StrCat("\"", type, "\""))) << seen.out;
   }
 

@@ -37,8 +37,8 @@ class DaemonE2eTest : public ::testing::Test {
     if (auto c = HttpTestClient::ConnectUnix(home_.socket()); c.ok()) {
       if (auto list = (*c)->Request("GET", "/v1/sandboxes"); list.ok()) {
         for (const auto& s : list->Json().value("sandboxes", nlohmann::json::array())) {
-          (void)(*c)->Request("DELETE", absl::StrCat("/v1/sandboxes/", s["id"].get<std::string>(),
-                                                     "?force=true"));
+          (void)(*c)->Request(
+              "DELETE", absl::StrCat("/v1/sandboxes/", s["id"].get<std::string>(), "?force=true"));
         }
       }
     }
@@ -147,8 +147,8 @@ TEST_F(DaemonE2eTest, TenExecsInParallelAcrossThreeSandboxes) {
   for (int i = 0; i < 10; ++i) {
     threads.emplace_back([&, i] {
       const std::string& sb = boxes[i % 3];
-      std::string exec = StartExec(sb, {{"shell", absl::StrCat("sleep 1; echo exec-", i,
-                                                               " on $(hostname)")}});
+      std::string exec =
+          StartExec(sb, {{"shell", absl::StrCat("sleep 1; echo exec-", i, " on $(hostname)")}});
       outputs[i] = ReadOutput(sb, exec);
     });
   }
@@ -167,8 +167,7 @@ TEST_F(DaemonE2eTest, KillNineOfAboxdMidExecThenRestart) {
   // Follow the output until the command runs, then kill the daemon under it.
   auto reader = Connect();
   ASSERT_TRUE(
-      reader->Send("GET", absl::StrCat("/v1/sandboxes/", sb, "/execs/", exec, "/output"), "")
-          .ok());
+      reader->Send("GET", absl::StrCat("/v1/sandboxes/", sb, "/execs/", exec, "/output"), "").ok());
   ASSERT_TRUE(reader->ReadUntil("started").ok());
   pid_t vmm_pid = Call("GET", "/v1/sandboxes/survivor").Json().value("vmm_pid", 0);
   ASSERT_GT(vmm_pid, 0);

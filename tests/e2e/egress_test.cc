@@ -82,9 +82,9 @@ class EgressE2eTest : public ::testing::Test {
                   "-key", (dir / "key.pem").string()}});
     ASSERT_TRUE(tls.ok()) << tls.status();
     tls_ = *std::move(tls);
-    auto http = base::ChildProcess::Spawn({.argv = {"python3", "-m", "http.server",
-                                                    std::to_string(http_port_), "--bind",
-                                                    "127.0.0.1", "--directory", dir.string()}});
+    auto http = base::ChildProcess::Spawn(
+        {.argv = {"python3", "-m", "http.server", std::to_string(http_port_), "--bind", "127.0.0.1",
+                  "--directory", dir.string()}});
     ASSERT_TRUE(http.ok()) << http.status();
     http_ = *std::move(http);
     ASSERT_TRUE(WaitForPort(tls_port_));
@@ -141,8 +141,8 @@ class EgressE2eTest : public ::testing::Test {
 };
 
 TEST_F(EgressE2eTest, AllowlistDecidesByNameAndLogsEverything) {
-  AboxResult created = Abox({"create", "--allow", absl::StrCat(kAllowed, ":", tls_port_),
-                             "--allow", absl::StrCat(kAllowed, ":", http_port_)});
+  AboxResult created = Abox({"create", "--allow", absl::StrCat(kAllowed, ":", tls_port_), "--allow",
+                             absl::StrCat(kAllowed, ":", http_port_)});
   ASSERT_EQ(created.exit_code, 0) << created.err;
   std::string id(absl::StripAsciiWhitespace(created.out));
 
@@ -170,10 +170,10 @@ TEST_F(EgressE2eTest, AllowlistDecidesByNameAndLogsEverything) {
               Not(HasSubstr("exit=0")));
 
   // SNI says allowed, the CONNECT target says denied (and the reverse): refused.
-  EXPECT_THAT(Guest(id, absl::StrCat("curl -sk --max-time 20 --connect-to ", kDenied, ":",
-                                     tls_port_, ":", kAllowed, ":", tls_port_, " ",
-                                     HttpsUrl(kDenied))),
-              Not(HasSubstr("exit=0")));
+  EXPECT_THAT(
+      Guest(id, absl::StrCat("curl -sk --max-time 20 --connect-to ", kDenied, ":", tls_port_, ":",
+                             kAllowed, ":", tls_port_, " ", HttpsUrl(kDenied))),
+      Not(HasSubstr("exit=0")));
   // Plain HTTP whose Host differs from the request target: refused.
   EXPECT_THAT(Guest(id, absl::StrCat("curl -s --max-time 20 -H 'Host: ", kDenied, "' http://",
                                      kAllowed, ":", http_port_, "/hello.txt")),
@@ -183,8 +183,9 @@ TEST_F(EgressE2eTest, AllowlistDecidesByNameAndLogsEverything) {
   EXPECT_THAT(Guest(id, absl::StrCat("curl -sk --max-time 20 --noproxy '*' https://192.0.2.10:",
                                      tls_port_, "/")),
               Not(HasSubstr("exit=0")));
-  EXPECT_THAT(Guest(id, "timeout 20 bash -c 'exec 3<>/dev/tcp/192.0.2.10/5432; echo hi >&3; "
-                        "read -t 5 line <&3'"),
+  EXPECT_THAT(Guest(id,
+                    "timeout 20 bash -c 'exec 3<>/dev/tcp/192.0.2.10/5432; echo hi >&3; "
+                    "read -t 5 line <&3'"),
               Not(HasSubstr("exit=0")));
   EXPECT_THAT(Guest(id, "curl -s --max-time 10 --noproxy '*' -6 'https://[2001:db8::1]/'"),
               Not(HasSubstr("exit=0")));
@@ -213,8 +214,8 @@ TEST_F(EgressE2eTest, ApprovalsAndLivePolicyChanges) {
   std::string fetch = absl::StrCat("curl -sk --max-time 20 ", HttpsUrl(kLater));
   EXPECT_THAT(Guest(id, fetch), Not(HasSubstr("exit=0")));  // empty allowlist: denied
   EXPECT_THAT(Abox({"egress", "queue"}).out, HasSubstr(kLater));
-  AboxResult approved = Abox({"egress", "approve", id, absl::StrCat(kLater, ":", tls_port_),
-                              "--always"});
+  AboxResult approved =
+      Abox({"egress", "approve", id, absl::StrCat(kLater, ":", tls_port_), "--always"});
   ASSERT_EQ(approved.exit_code, 0) << approved.err;
   EXPECT_THAT(Guest(id, fetch), HasSubstr("exit=0"));  // no restart
   AboxResult removed = Abox({"egress", "rm", id, absl::StrCat(kLater, ":", tls_port_)});
@@ -238,21 +239,20 @@ TEST_F(EgressE2eTest, GuestRootCannotGetAroundTheChannel) {
   EXPECT_THAT(flushed, Not(HasSubstr("exit=0")));
   EXPECT_THAT(flushed, Not(HasSubstr("eth")));
   // A guest opening thousands of tunnels is bounded: aboxd and the sandbox still answer.
-  std::string flood = Guest(
-      id,
-      "ulimit -n 8192; python3 -c '\n"
-      "import socket\n"
-      "held = []\n"
-      "for i in range(2000):\n"
-      "    s = socket.socket()\n"
-      "    s.settimeout(3)\n"
-      "    try:\n"
-      "        s.connect((\"192.0.2.10\", 80))\n"
-      "        held.append(s)\n"
-      "    except OSError:\n"
-      "        pass\n"
-      "print(\"flooded\", len(held))\n'",
-      /*root=*/true);
+  std::string flood = Guest(id,
+                            "ulimit -n 8192; python3 -c '\n"
+                            "import socket\n"
+                            "held = []\n"
+                            "for i in range(2000):\n"
+                            "    s = socket.socket()\n"
+                            "    s.settimeout(3)\n"
+                            "    try:\n"
+                            "        s.connect((\"192.0.2.10\", 80))\n"
+                            "        held.append(s)\n"
+                            "    except OSError:\n"
+                            "        pass\n"
+                            "print(\"flooded\", len(held))\n'",
+                            /*root=*/true);
   EXPECT_THAT(flood, HasSubstr("flooded"));
   EXPECT_THAT(Guest(id, "echo still here"), HasSubstr("still here"));
   EXPECT_EQ(Abox({"ls", "-q"}).exit_code, 0);
@@ -265,10 +265,10 @@ TEST_F(EgressE2eTest, ModeNoneHasNoTunnelsAndSetupGetsAWiderPolicyFirst) {
   EXPECT_THAT(Guest(id, absl::StrCat("curl -sk --max-time 20 ", HttpsUrl(kAllowed))),
               Not(HasSubstr("exit=0")));
   // Setup fetches with the wider policy; afterwards the same fetch is refused.
-  std::string fetch = absl::StrCat("curl -sfk --max-time 20 -o /tmp/setup.out ",
-                                   HttpsUrl(kAllowed));
-  AboxResult setup = Abox({"create", "--setup", fetch, "--setup-allow",
-                           absl::StrCat(kAllowed, ":", tls_port_)});
+  std::string fetch =
+      absl::StrCat("curl -sfk --max-time 20 -o /tmp/setup.out ", HttpsUrl(kAllowed));
+  AboxResult setup =
+      Abox({"create", "--setup", fetch, "--setup-allow", absl::StrCat(kAllowed, ":", tls_port_)});
   ASSERT_EQ(setup.exit_code, 0) << setup.err;
   std::string sid(absl::StripAsciiWhitespace(setup.out));
   EXPECT_THAT(Guest(sid, "test -s /tmp/setup.out"), HasSubstr("exit=0"));

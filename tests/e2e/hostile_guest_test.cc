@@ -31,19 +31,18 @@ TEST_P(HostileGuestTest, HostDropsTheGuestAndSaysWhy) {
   ExpectNoLeftovers();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Attacks, HostileGuestTest,
-    ::testing::Values(std::make_pair("oversize", "exceeds the maximum"),
-                      std::make_pair("unknown-type", "unknown type 200"),
-                      std::make_pair("unknown-stream", "unknown stream"),
-                      std::make_pair("credit-lie", "overflows the"),
-                      std::make_pair("bad-exit", "exit"),
-                      std::make_pair("flood", "not reading its channel")),
-    [](const auto& info) {
-      std::string n = info.param.first;
-      std::replace(n.begin(), n.end(), '-', '_');
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Attacks, HostileGuestTest,
+                         ::testing::Values(std::make_pair("oversize", "exceeds the maximum"),
+                                           std::make_pair("unknown-type", "unknown type 200"),
+                                           std::make_pair("unknown-stream", "unknown stream"),
+                                           std::make_pair("credit-lie", "overflows the"),
+                                           std::make_pair("bad-exit", "exit"),
+                                           std::make_pair("flood", "not reading its channel")),
+                         [](const auto& info) {
+                           std::string n = info.param.first;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace abox::testing

@@ -37,8 +37,8 @@ TEST(RunTest, RunsInItsOwnKernelWithoutNetworkCard) {
   std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u) << r.out;
   EXPECT_THAT(lines[0], HasSubstr("cloud-amd64"));  // the guest's Debian cloud kernel
-  EXPECT_EQ(lines[1], "lo");                       // no NIC: loopback only
-  EXPECT_EQ(lines[2], "abox-guest");               // our agent is PID 1
+  EXPECT_EQ(lines[1], "lo");                        // no NIC: loopback only
+  EXPECT_EQ(lines[2], "abox-guest");                // our agent is PID 1
 }
 
 TEST(RunTest, ReportsSignalDeathAs128PlusN) {
@@ -65,8 +65,9 @@ TEST(RunTest, ForwardsStdin) {
 
 TEST(RunTest, EnvWorkdirAndUsers) {
   AboxCall call;
-  call.args = {"run", "-e", "FOO=bar baz", "--workdir", "/tmp", "--",
-               "sh", "-c", "echo \"$FOO\"; pwd; id -un; id -u"};
+  call.args = {"run",       "-e",   "FOO=bar baz",
+               "--workdir", "/tmp", "--",
+               "sh",        "-c",   "echo \"$FOO\"; pwd; id -un; id -u"};
   auto r = RunAbox(call);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "bar baz\n/tmp\nagent\n1000\n");
@@ -77,9 +78,9 @@ TEST(RunTest, EnvWorkdirAndUsers) {
 
 TEST(RunTest, UnprivilegedUserCannotReplaceTheAgent) {
   auto r = RunInVm({"sh", "-c",
-                "cp /bin/true /run/abox/abox-guest 2>/dev/null && echo REPLACED; "
-                "rm -f /run/abox/abox-guest 2>/dev/null && echo REMOVED; "
-                "kill -9 1 2>/dev/null && echo KILLED; echo checked"});
+                    "cp /bin/true /run/abox/abox-guest 2>/dev/null && echo REPLACED; "
+                    "rm -f /run/abox/abox-guest 2>/dev/null && echo REMOVED; "
+                    "kill -9 1 2>/dev/null && echo KILLED; echo checked"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "checked\n");
 }
@@ -95,8 +96,8 @@ TEST(RunTest, TimeoutKillsTheWholeProcessGroup) {
 TEST(RunTest, ReapsZombiesAsPid1) {
   // Orphans re-parent to PID 1 (the agent), which must reap them.
   auto r = RunInVm({"sh", "-c",
-                "for i in 1 2 3 4 5 6 7 8; do (sleep 0.2 &) ; done; sleep 2; "
-                "ps -eo stat= | grep -c '^Z' || true"});
+                    "for i in 1 2 3 4 5 6 7 8; do (sleep 0.2 &) ; done; sleep 2; "
+                    "ps -eo stat= | grep -c '^Z' || true"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "0\n");
 }

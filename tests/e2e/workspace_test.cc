@@ -15,8 +15,8 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/workspace/testing/scratch_tree.h"
 #include "nlohmann/json.hpp"
+#include "src/workspace/testing/scratch_tree.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
 
@@ -71,7 +71,8 @@ class WorkspaceE2eTest : public ::testing::Test {
                                    "user.email=t@e ");
     ASSERT_EQ(Sh(git + "init -q . && git config credential.helper store && " + git +
                  "remote add origin https://me:ghp_secret@github.com/x/y.git && " + git +
-                 "add -A && " + git + "commit -qm init && printf '#!/bin/sh\\nexit 0\\n' > "
+                 "add -A && " + git +
+                 "commit -qm init && printf '#!/bin/sh\\nexit 0\\n' > "
                  ".git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"),
               0);
   }
@@ -107,10 +108,10 @@ TEST_F(WorkspaceE2eTest, CopyInDiffApplyUndoPull) {
   ASSERT_EQ(id.size(), 12u);
 
   // What went in: the tree, git that works, no secrets, no hooks, no credentials.
-  AboxResult look = Abox(
-      {"exec", id, "--", "sh", "-c",
-       "pwd; ls -A; echo ---; cat .git/config; echo ---; ls .git/hooks 2>&1; git log "
-       "--oneline | wc -l; test -e .env || echo no-env; test -e deploy.pem || echo no-pem"});
+  AboxResult look =
+      Abox({"exec", id, "--", "sh", "-c",
+            "pwd; ls -A; echo ---; cat .git/config; echo ---; ls .git/hooks 2>&1; git log "
+            "--oneline | wc -l; test -e .env || echo no-env; test -e deploy.pem || echo no-pem"});
   ASSERT_EQ(look.exit_code, 0) << look.err;
   EXPECT_THAT(look.out, HasSubstr("/workspace\n"));
   EXPECT_THAT(look.out, HasSubstr("README.md"));
@@ -147,7 +148,8 @@ TEST_F(WorkspaceE2eTest, CopyInDiffApplyUndoPull) {
   EXPECT_EQ(nlohmann::json::parse(json.out)["files"].size(), 1u);
 
   // Apply (the host also changed another line meanwhile: a clean merge), then undo.
-  WriteAll(repo_ / "README.md", "# demo\n\nline a\nline b\nline c\nline d\nline e\nline f (host)\n");
+  WriteAll(repo_ / "README.md",
+           "# demo\n\nline a\nline b\nline c\nline d\nline e\nline f (host)\n");
   std::map<std::string, std::string> before = Snapshot(repo_);
   AboxResult applied = Abox({"apply", id});
   ASSERT_EQ(applied.exit_code, 0) << applied.err << applied.out;
@@ -213,7 +215,8 @@ TEST_F(WorkspaceE2eTest, LargeTreeRoundTrip) {
   }
   WriteAll(big / "blob.bin", blob);
   std::string id = Create(big);
-  AboxResult count = Abox({"exec", id, "--", "sh", "-c", "find . -type f | wc -l; sha256sum blob.bin"});
+  AboxResult count =
+      Abox({"exec", id, "--", "sh", "-c", "find . -type f | wc -l; sha256sum blob.bin"});
   ASSERT_EQ(count.exit_code, 0) << count.err;
   std::string host_sum;
   {
@@ -240,8 +243,7 @@ TEST_F(WorkspaceE2eTest, AboxdKilledDuringAnApplyLeavesTheHostWholeOrUntouched) 
     WriteAll(tree / absl::StrCat("f", i, ".txt"), absl::StrCat("original ", i, "\n"));
   }
   std::string id = Create(tree);
-  ASSERT_EQ(Abox({"exec", id, "--", "sh", "-c",
-                  "for f in f*.txt; do echo changed >> $f; done"})
+  ASSERT_EQ(Abox({"exec", id, "--", "sh", "-c", "for f in f*.txt; do echo changed >> $f; done"})
                 .exit_code,
             0);
   std::map<std::string, std::string> original = Snapshot(tree);

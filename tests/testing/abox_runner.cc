@@ -94,9 +94,8 @@ AboxResult RunAbox(const AboxCall& call) {
   char buf[65536];
   int open_fds = 2;
   while (open_fds > 0) {
-    pollfd fds[3] = {{out->read.get(), POLLIN, 0},
-                     {err->read.get(), POLLIN, 0},
-                     {in->write.get(), POLLOUT, 0}};
+    pollfd fds[3] = {
+        {out->read.get(), POLLIN, 0}, {err->read.get(), POLLIN, 0}, {in->write.get(), POLLOUT, 0}};
     int n = ::poll(fds, in->write ? 3 : 2, 50);
     r.peak_rss_kib = std::max(r.peak_rss_kib, RssKib(child->pid()));
     if (std::chrono::steady_clock::now() > deadline) {
@@ -195,8 +194,7 @@ void ExpectNoLeftovers() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(procs.empty()) << procs.size() << " VM processes survived, e.g. pid " << procs[0];
-  EXPECT_TRUE(files.empty()) << "sandbox files survived in " << sandboxes << ", e.g. "
-                             << files[0];
+  EXPECT_TRUE(files.empty()) << "sandbox files survived in " << sandboxes << ", e.g. " << files[0];
 }
 
 }  // namespace abox::testing

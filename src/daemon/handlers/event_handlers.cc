@@ -27,8 +27,8 @@ absl::Status AddEventRoutes(http::Router& router, Services& services) {
           int64_t seq = 0;
           if (!absl::SimpleAtoi(*last, &seq) || seq < 0) {
             return res.Error(api::FieldError(
-                "Last-Event-ID", absl::StrCat("Last-Event-ID must be an event seq, got \"", *last,
-                                              "\"")));
+                "Last-Event-ID",
+                absl::StrCat("Last-Event-ID must be an event seq, got \"", *last, "\"")));
           }
           replay_after = seq;
         }
@@ -56,8 +56,9 @@ absl::Status AddEventRoutes(http::Router& router, Services& services) {
         if (missed) {
           // Written after the replay; the client should re-list to resynchronise.
           stream.WriteEvent({"", "missed",
-                             api::Dump({{"message", "older events were dropped by retention: "
-                                                    "re-list the sandboxes"}})});
+                             api::Dump({{"message",
+                                         "older events were dropped by retention: "
+                                         "re-list the sandboxes"}})});
         }
         uint64_t id = *handle;
         stream.OnCancel([events, id] { events->Unsubscribe(id); });

@@ -48,24 +48,24 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
   SandboxManager* manager = services.manager;
   TimerQueue* timers = services.timers;
 
-  ABOX_RETURN_IF_ERROR(router.Add(
-      "POST", "/v1/sandboxes/{id}/execs",
-      [manager](Request& req, Responder& res) {
-        if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
-          return res.Error(s);
-        }
-        absl::StatusOr<api::ExecCreate> create = api::DecodeExecCreate(req.body);
-        if (!create.ok()) {
-          return res.Error(create.status());
-        }
-        absl::StatusOr<std::shared_ptr<LiveExec>> live =
-            manager->StartExec(req.Param("id"), *create);
-        if (!live.ok()) {
-          return res.Error(live.status());
-        }
-        res.Json(201, api::ExecToJson((*live)->started_record()));
-      },
-      {.blocking = true}));
+  ABOX_RETURN_IF_ERROR(router.Add("POST", "/v1/sandboxes/{id}/execs",
+                                  [manager](Request& req, Responder& res) {
+                                    if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
+                                      return res.Error(s);
+                                    }
+                                    absl::StatusOr<api::ExecCreate> create =
+                                        api::DecodeExecCreate(req.body);
+                                    if (!create.ok()) {
+                                      return res.Error(create.status());
+                                    }
+                                    absl::StatusOr<std::shared_ptr<LiveExec>> live =
+                                        manager->StartExec(req.Param("id"), *create);
+                                    if (!live.ok()) {
+                                      return res.Error(live.status());
+                                    }
+                                    res.Json(201, api::ExecToJson((*live)->started_record()));
+                                  },
+                                  {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(router.Add(
       "GET", "/v1/sandboxes/{id}/execs",
@@ -104,28 +104,29 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
       },
       {.blocking = true}));
 
-  ABOX_RETURN_IF_ERROR(router.Add(
-      "GET", kExecPath,
-      [manager](Request& req, Responder& res) {
-        absl::Status query = CheckQuery(req, {"output"});
-        absl::StatusOr<bool> output = QueryBool(req, "output", false);
-        if (!query.ok() || !output.ok()) {
-          return res.Error(!query.ok() ? query : output.status());
-        }
-        absl::StatusOr<ExecHandle> handle = manager->FindExec(req.Param("id"), req.Param("exec"));
-        if (!handle.ok()) {
-          return res.Error(handle.status());
-        }
-        if (!*output) {
-          return res.Json(200, api::ExecToJson(handle->record));
-        }
-        absl::StatusOr<store::ExecWithOutput> full = manager->ExecOutput(handle->record.id);
-        if (!full.ok()) {
-          return res.Error(full.status());
-        }
-        res.Json(200, api::ExecToJson(*full));
-      },
-      {.blocking = true}));
+  ABOX_RETURN_IF_ERROR(router.Add("GET", kExecPath,
+                                  [manager](Request& req, Responder& res) {
+                                    absl::Status query = CheckQuery(req, {"output"});
+                                    absl::StatusOr<bool> output = QueryBool(req, "output", false);
+                                    if (!query.ok() || !output.ok()) {
+                                      return res.Error(!query.ok() ? query : output.status());
+                                    }
+                                    absl::StatusOr<ExecHandle> handle =
+                                        manager->FindExec(req.Param("id"), req.Param("exec"));
+                                    if (!handle.ok()) {
+                                      return res.Error(handle.status());
+                                    }
+                                    if (!*output) {
+                                      return res.Json(200, api::ExecToJson(handle->record));
+                                    }
+                                    absl::StatusOr<store::ExecWithOutput> full =
+                                        manager->ExecOutput(handle->record.id);
+                                    if (!full.ok()) {
+                                      return res.Error(full.status());
+                                    }
+                                    res.Json(200, api::ExecToJson(*full));
+                                  },
+                                  {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(router.Add(
       "GET", absl::StrCat(kExecPath, "/output"),
@@ -206,10 +207,9 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
         if (!handle.ok()) {
           return res.Error(handle.status());
         }
-        absl::Status sent = handle->live == nullptr
-                                ? absl::FailedPreconditionError(
-                                      absl::StrCat("exec ", handle->record.id, " has ended"))
-                                : handle->live->Signal(*signal);
+        absl::Status sent = handle->live == nullptr ? absl::FailedPreconditionError(absl::StrCat(
+                                                          "exec ", handle->record.id, " has ended"))
+                                                    : handle->live->Signal(*signal);
         if (!sent.ok()) {
           return res.Error(sent);
         }
@@ -231,12 +231,11 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
         if (!handle.ok()) {
           return res.Error(handle.status());
         }
-        absl::Status done =
-            handle->live == nullptr
-                ? absl::FailedPreconditionError(
-                      absl::StrCat("exec ", handle->record.id, " has ended"))
-                : handle->live->Resize(static_cast<int>(size->first),
-                                       static_cast<int>(size->second));
+        absl::Status done = handle->live == nullptr
+                                ? absl::FailedPreconditionError(
+                                      absl::StrCat("exec ", handle->record.id, " has ended"))
+                                : handle->live->Resize(static_cast<int>(size->first),
+                                                       static_cast<int>(size->second));
         if (!done.ok()) {
           return res.Error(done);
         }
@@ -266,11 +265,11 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
         auto once = std::make_shared<Once>();
         std::string exec_id = handle->record.id;
         Responder later = res;
-        uint64_t timer = timers->RunAfter(
-            absl::Milliseconds(*timeout_ms), [once, later, exec_id]() mutable {
+        uint64_t timer =
+            timers->RunAfter(absl::Milliseconds(*timeout_ms), [once, later, exec_id]() mutable {
               if (!once->answered.exchange(true)) {
-                later.Error(absl::DeadlineExceededError(absl::StrCat(
-                    "exec ", exec_id, " is still running: wait again, or signal it")));
+                later.Error(absl::DeadlineExceededError(
+                    absl::StrCat("exec ", exec_id, " is still running: wait again, or signal it")));
               }
             });
         once->timer = timer;

@@ -43,8 +43,8 @@ absl::StatusOr<bool> QueryBool(const http::Request& request, absl::string_view n
   if (*value == "false" || *value == "0") {
     return false;
   }
-  return ParamError(name, absl::StrCat("expected true or false, got \"", absl::CHexEscape(*value),
-                                       "\""));
+  return ParamError(name,
+                    absl::StrCat("expected true or false, got \"", absl::CHexEscape(*value), "\""));
 }
 
 absl::StatusOr<int64_t> QueryInt(const http::Request& request, absl::string_view name,

@@ -21,8 +21,7 @@ namespace abox::daemon {
 [[nodiscard]] absl::StatusOr<bool> QueryBool(const http::Request& request, absl::string_view name,
                                              bool fallback);
 // An integer in [min, max]; absent → `fallback`.
-[[nodiscard]] absl::StatusOr<int64_t> QueryInt(const http::Request& request,
-                                               absl::string_view name, int64_t fallback,
-                                               int64_t min, int64_t max);
+[[nodiscard]] absl::StatusOr<int64_t> QueryInt(const http::Request& request, absl::string_view name,
+                                               int64_t fallback, int64_t min, int64_t max);
 
 }  // namespace abox::daemon

@@ -22,8 +22,8 @@ absl::StatusOr<store::SandboxFilter> FilterOf(const Request& request) {
   for (const std::string& label : request.QueryAll("label")) {
     size_t eq = label.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return api::FieldError("label", absl::StrCat("label filters are key=value, got \"", label,
-                                                   "\""));
+      return api::FieldError("label",
+                             absl::StrCat("label filters are key=value, got \"", label, "\""));
     }
     filter.labels[label.substr(0, eq)] = label.substr(eq + 1);
   }
@@ -60,34 +60,34 @@ absl::Status AddSandboxRoutes(http::Router& router, Services& services) {
     res.Json(200, {{"sandboxes", std::move(list)}});
   }));
 
-  ABOX_RETURN_IF_ERROR(router.Add(
-      "POST", "/v1/sandboxes",
-      [manager](Request& req, Responder& res) {
-        absl::Status query = CheckQuery(req, {"wait"});
-        absl::StatusOr<bool> wait = QueryBool(req, "wait", true);
-        if (!query.ok() || !wait.ok()) {
-          return res.Error(!query.ok() ? query : wait.status());
-        }
-        absl::StatusOr<api::SandboxCreate> create = api::DecodeSandboxCreate(req.body);
-        if (!create.ok()) {
-          return res.Error(create.status());
-        }
-        Responder early = res;
-        absl::StatusOr<SandboxView> view =
-            manager->Create(*create, [&](const SandboxView& accepted) {
-              if (!*wait) {
-                early.Json(202, ViewJson(accepted));
-              }
-            });
-        if (res.responded()) {
-          return;  // 202 went out at acceptance; the outcome shows in GET and the events
-        }
-        if (!view.ok()) {
-          return res.Error(view.status());
-        }
-        res.Json(201, ViewJson(*view));
-      },
-      {.blocking = true}));
+  ABOX_RETURN_IF_ERROR(
+      router.Add("POST", "/v1/sandboxes",
+                 [manager](Request& req, Responder& res) {
+                   absl::Status query = CheckQuery(req, {"wait"});
+                   absl::StatusOr<bool> wait = QueryBool(req, "wait", true);
+                   if (!query.ok() || !wait.ok()) {
+                     return res.Error(!query.ok() ? query : wait.status());
+                   }
+                   absl::StatusOr<api::SandboxCreate> create = api::DecodeSandboxCreate(req.body);
+                   if (!create.ok()) {
+                     return res.Error(create.status());
+                   }
+                   Responder early = res;
+                   absl::StatusOr<SandboxView> view =
+                       manager->Create(*create, [&](const SandboxView& accepted) {
+                         if (!*wait) {
+                           early.Json(202, ViewJson(accepted));
+                         }
+                       });
+                   if (res.responded()) {
+                     return;  // 202 went out at acceptance; the outcome shows in GET and the events
+                   }
+                   if (!view.ok()) {
+                     return res.Error(view.status());
+                   }
+                   res.Json(201, ViewJson(*view));
+                 },
+                 {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(
       router.Add("GET", "/v1/sandboxes/{id}", [manager](Request& req, Responder& res) {
@@ -101,51 +101,51 @@ absl::Status AddSandboxRoutes(http::Router& router, Services& services) {
         res.Json(200, ViewJson(*view));
       }));
 
-  ABOX_RETURN_IF_ERROR(router.Add(
-      "DELETE", "/v1/sandboxes/{id}",
-      [manager](Request& req, Responder& res) {
-        absl::Status query = CheckQuery(req, {"force"});
-        absl::StatusOr<bool> force = QueryBool(req, "force", false);
-        if (!query.ok() || !force.ok()) {
-          return res.Error(!query.ok() ? query : force.status());
-        }
-        if (absl::Status s = manager->Remove(req.Param("id"), *force); !s.ok()) {
-          return res.Error(s);
-        }
-        res.Send(204, "", "");
-      },
-      {.blocking = true}));
+  ABOX_RETURN_IF_ERROR(router.Add("DELETE", "/v1/sandboxes/{id}",
+                                  [manager](Request& req, Responder& res) {
+                                    absl::Status query = CheckQuery(req, {"force"});
+                                    absl::StatusOr<bool> force = QueryBool(req, "force", false);
+                                    if (!query.ok() || !force.ok()) {
+                                      return res.Error(!query.ok() ? query : force.status());
+                                    }
+                                    if (absl::Status s = manager->Remove(req.Param("id"), *force);
+                                        !s.ok()) {
+                                      return res.Error(s);
+                                    }
+                                    res.Send(204, "", "");
+                                  },
+                                  {.blocking = true}));
 
-  ABOX_RETURN_IF_ERROR(router.Add(
-      "POST", "/v1/sandboxes/{id}/stop",
-      [manager](Request& req, Responder& res) {
-        if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
-          return res.Error(s);
-        }
-        absl::StatusOr<SandboxView> view = manager->Stop(req.Param("id"));
-        if (!view.ok()) {
-          return res.Error(view.status());
-        }
-        res.Json(200, ViewJson(*view));
-      },
-      {.blocking = true}));
+  ABOX_RETURN_IF_ERROR(router.Add("POST", "/v1/sandboxes/{id}/stop",
+                                  [manager](Request& req, Responder& res) {
+                                    if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
+                                      return res.Error(s);
+                                    }
+                                    absl::StatusOr<SandboxView> view =
+                                        manager->Stop(req.Param("id"));
+                                    if (!view.ok()) {
+                                      return res.Error(view.status());
+                                    }
+                                    res.Json(200, ViewJson(*view));
+                                  },
+                                  {.blocking = true}));
 
-  ABOX_RETURN_IF_ERROR(router.Add(
-      "GET", "/v1/sandboxes/{id}/console",
-      [manager](Request& req, Responder& res) {
-        absl::Status query = CheckQuery(req, {"tail"});
-        absl::StatusOr<int64_t> tail = QueryInt(req, "tail", 65536, 1, 4 << 20);
-        if (!query.ok() || !tail.ok()) {
-          return res.Error(!query.ok() ? query : tail.status());
-        }
-        absl::StatusOr<std::string> log =
-            manager->ConsoleLog(req.Param("id"), static_cast<size_t>(*tail));
-        if (!log.ok()) {
-          return res.Error(log.status());
-        }
-        res.Send(200, "text/plain; charset=utf-8", *std::move(log));
-      },
-      {.blocking = true}));
+  ABOX_RETURN_IF_ERROR(router.Add("GET", "/v1/sandboxes/{id}/console",
+                                  [manager](Request& req, Responder& res) {
+                                    absl::Status query = CheckQuery(req, {"tail"});
+                                    absl::StatusOr<int64_t> tail =
+                                        QueryInt(req, "tail", 65536, 1, 4 << 20);
+                                    if (!query.ok() || !tail.ok()) {
+                                      return res.Error(!query.ok() ? query : tail.status());
+                                    }
+                                    absl::StatusOr<std::string> log = manager->ConsoleLog(
+                                        req.Param("id"), static_cast<size_t>(*tail));
+                                    if (!log.ok()) {
+                                      return res.Error(log.status());
+                                    }
+                                    res.Send(200, "text/plain; charset=utf-8", *std::move(log));
+                                  },
+                                  {.blocking = true}));
   return absl::OkStatus();
 }
 

@@ -34,7 +34,8 @@ absl::Status AddSystemRoutes(http::Router& router, Services& services) {
         if (absl::Status q = CheckQuery(req, {}); !q.ok()) {
           return res.Error(q);
         }
-        res.Json(200, {{"version", kVersion}, {"api", "v1"}, {"protocol", proto::kProtocolVersion}});
+        res.Json(200,
+                 {{"version", kVersion}, {"api", "v1"}, {"protocol", proto::kProtocolVersion}});
       }));
   return http::AddOpenApiRoute(router, services.openapi_yaml);
 }

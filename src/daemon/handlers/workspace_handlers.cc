@@ -150,48 +150,47 @@ absl::Status AddWorkspaceRoutes(http::Router& router, Services& services) {
       },
       {.blocking = true}));
 
-  ABOX_RETURN_IF_ERROR(router.Add(
-      "GET", "/v1/artifacts",
-      [svc](Request& req, Responder& res) {
-        if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
-          return res.Error(s);
-        }
-        absl::StatusOr<std::vector<workspace::ArtifactSummary>> list = svc->workspaces->Artifacts();
-        if (!list.ok()) {
-          return res.Error(list.status());
-        }
-        nlohmann::json items = nlohmann::json::array();
-        for (const workspace::ArtifactSummary& a : *list) {
-          items.push_back(ArtifactToJson(a));
-        }
-        res.Json(200, {{"artifacts", std::move(items)}});
-      },
-      {.blocking = true}));
+  ABOX_RETURN_IF_ERROR(router.Add("GET", "/v1/artifacts",
+                                  [svc](Request& req, Responder& res) {
+                                    if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
+                                      return res.Error(s);
+                                    }
+                                    absl::StatusOr<std::vector<workspace::ArtifactSummary>> list =
+                                        svc->workspaces->Artifacts();
+                                    if (!list.ok()) {
+                                      return res.Error(list.status());
+                                    }
+                                    nlohmann::json items = nlohmann::json::array();
+                                    for (const workspace::ArtifactSummary& a : *list) {
+                                      items.push_back(ArtifactToJson(a));
+                                    }
+                                    res.Json(200, {{"artifacts", std::move(items)}});
+                                  },
+                                  {.blocking = true}));
 
-  ABOX_RETURN_IF_ERROR(router.Add(
-      "POST", "/v1/artifacts/{artifact}/undo",
-      [svc](Request& req, Responder& res) {
-        if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
-          return res.Error(s);
-        }
-        absl::StatusOr<nlohmann::json> body = BodyObject(req);
-        if (!body.ok()) {
-          return res.Error(body.status());
-        }
-        api::Reader r(*body);
-        bool force = false;
-        r.OptionalBool("force", &force);
-        if (absl::Status s = r.Finish(); !s.ok()) {
-          return res.Error(s);
-        }
-        absl::StatusOr<workspace::UndoResult> undone =
-            svc->workspaces->Undo(req.Param("artifact"), force);
-        if (!undone.ok()) {
-          return res.Error(undone.status());
-        }
-        res.Json(200, UndoToJson(*undone));
-      },
-      {.blocking = true}));
+  ABOX_RETURN_IF_ERROR(router.Add("POST", "/v1/artifacts/{artifact}/undo",
+                                  [svc](Request& req, Responder& res) {
+                                    if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
+                                      return res.Error(s);
+                                    }
+                                    absl::StatusOr<nlohmann::json> body = BodyObject(req);
+                                    if (!body.ok()) {
+                                      return res.Error(body.status());
+                                    }
+                                    api::Reader r(*body);
+                                    bool force = false;
+                                    r.OptionalBool("force", &force);
+                                    if (absl::Status s = r.Finish(); !s.ok()) {
+                                      return res.Error(s);
+                                    }
+                                    absl::StatusOr<workspace::UndoResult> undone =
+                                        svc->workspaces->Undo(req.Param("artifact"), force);
+                                    if (!undone.ok()) {
+                                      return res.Error(undone.status());
+                                    }
+                                    res.Json(200, UndoToJson(*undone));
+                                  },
+                                  {.blocking = true}));
   return absl::OkStatus();
 }
 

@@ -7,30 +7,20 @@
 namespace abox::daemon {
 
 nlohmann::json SyncReportToJson(const workspace::SyncReport& r) {
-  return {{"changed", r.changed},
-          {"files", r.files},
-          {"deleted", r.deleted},
-          {"total_files", r.total_files},
-          {"bytes", r.bytes},
-          {"archive_bytes", r.archive_bytes},
-          {"hashed", r.hashed},
-          {"excluded", r.excluded},
-          {"notes", r.notes},
-          {"duration_ms", absl::ToInt64Milliseconds(r.duration)}};
+  return {{"changed", r.changed}, {"files", r.files},
+          {"deleted", r.deleted}, {"total_files", r.total_files},
+          {"bytes", r.bytes},     {"archive_bytes", r.archive_bytes},
+          {"hashed", r.hashed},   {"excluded", r.excluded},
+          {"notes", r.notes},     {"duration_ms", absl::ToInt64Milliseconds(r.duration)}};
 }
 
 nlohmann::json DiffToJson(const DiffOutcome& diff) {
   nlohmann::json files = nlohmann::json::array();
   for (const workspace::FileDiff& f : diff.files) {
-    nlohmann::json j = {{"path", f.path},
-                        {"status", f.status},
-                        {"old_kind", f.old_kind},
-                        {"new_kind", f.new_kind},
-                        {"old_mode", f.old_mode},
-                        {"new_mode", f.new_mode},
-                        {"binary", f.binary},
-                        {"additions", f.additions},
-                        {"deletions", f.deletions}};
+    nlohmann::json j = {
+        {"path", f.path},         {"status", f.status},       {"old_kind", f.old_kind},
+        {"new_kind", f.new_kind}, {"old_mode", f.old_mode},   {"new_mode", f.new_mode},
+        {"binary", f.binary},     {"additions", f.additions}, {"deletions", f.deletions}};
     if (f.exec_sensitive) {
       j["exec_sensitive"] = *f.exec_sensitive;
     }
@@ -43,8 +33,9 @@ nlohmann::json DiffToJson(const DiffOutcome& diff) {
 }
 
 nlohmann::json ArtifactToJson(const workspace::ArtifactSummary& a) {
-  return {{"id", a.id},           {"created_at", a.created}, {"sandbox", a.sandbox},
-          {"host_root", a.host_root}, {"kind", a.kind},      {"state", a.state},
+  return {{"id", a.id},           {"created_at", a.created},
+          {"sandbox", a.sandbox}, {"host_root", a.host_root},
+          {"kind", a.kind},       {"state", a.state},
           {"files", a.files}};
 }
 

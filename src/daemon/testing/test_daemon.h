@@ -33,7 +33,8 @@ namespace abox::daemon::testing {
 // Shutdown() on the same home (a restart).
 class TestDaemon final {
  public:
-  explicit TestDaemon(const std::string& home, Budget budget = {8, 8192}) : home_(home), budget_(budget) {}
+  explicit TestDaemon(const std::string& home, Budget budget = {8, 8192})
+      : home_(home), budget_(budget) {}
   ~TestDaemon() { Shutdown(); }
 
   void Start(abox::testing::FakeVmmOptions vmm_options = {}) {

@@ -10,16 +10,23 @@
 #include <unistd.h>
 int main(void) {
   int fd = open("/dev/console", O_WRONLY);
-  if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+  }
   const char* mode = getenv("abox_test");
-  if (!mode) mode = "hello";
+  if (!mode)
+    mode = "hello";
   printf("hello from abox test init (mode=%s)\n", mode);
   fflush(stdout);
   if (strcmp(mode, "spam") == 0) {
-    for (int i = 0; i < 4000; ++i) printf("spam line %05d xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", i);
+    for (int i = 0; i < 4000; ++i)
+      printf("spam line %05d xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n",
+             i);
     fflush(stdout);
   } else if (strcmp(mode, "sleep") == 0) {
-    for (;;) pause();
+    for (;;)
+      pause();
   } else if (strcmp(mode, "panic") == 0) {
     return 1;
   }
