@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  cmake ninja-build g++ clang pkg-config
+  cmake ninja-build g++ clang lld ccache pkg-config
   libabsl-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libarchive-dev liblz4-dev libzstd-dev nettle-dev libssl-dev libsqlite3-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -13,6 +13,8 @@ PACKAGES=(
   libyaml-cpp-dev
   # fuzzing and sanitizers (clang's runtime)
   libclang-rt-14-dev
+  # tests only: the hygiene checks (scripts/checks: clang-format, the layering table in python3)
+  clang-format
   # run: the VMM, disk overlays, and the image builder
   qemu-system-x86 qemu-utils mmdebstrap e2fsprogs kmod lz4 ca-certificates uidmap
   # run: diff rendering and three-way merges of workspace files (git diff, git merge-file)

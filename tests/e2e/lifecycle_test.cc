@@ -57,11 +57,12 @@ TEST(LifecycleTest, QemuCrashDuringACommandIsReportedWithConsoleLog) {
   call.args = {"run", "--", "sh", "-c", "echo ready; sleep 300"};
   call.when_output = "ready";
   call.on_output = [](pid_t) {
-    // The VM of this run is the only QEMU started from the test's ABOX_HOME.
-    for (pid_t qemu : ProcessesMatching("qemu-system")) {
-      auto cmdline = base::ReadFile("/proc/" + std::to_string(qemu) + "/cmdline");
-      if (cmdline.ok() && cmdline->find("abox-") != std::string::npos) {
-        ::kill(qemu, SIGKILL);
+    // The VM of this run is the only QEMU started from the test's own ABOX_HOME.
+    for (pid_t pid : ProcessesMatching(AboxHome() + "/sandboxes/")) {
+      auto cmdline = base::ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+      std::string argv0 = cmdline.ok() ? cmdline->substr(0, cmdline->find('\0')) : "";
+      if (std::filesystem::path(argv0).filename().string().rfind("qemu-system", 0) == 0) {
+        ::kill(pid, SIGKILL);
       }
     }
   };

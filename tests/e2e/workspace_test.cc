@@ -254,7 +254,10 @@ TEST_F(WorkspaceE2eTest, AboxdKilledDuringAnApplyLeavesTheHostWholeOrUntouched) 
   apply.timeout_seconds = 120;
   std::thread killer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    Sh("pkill -9 -x aboxd");
+    // Only this test's aboxd: the one listening on its own socket.
+    pid_t aboxd = ListenerPid(home_.socket());
+    ASSERT_GT(aboxd, 0) << "no aboxd on " << home_.socket();
+    ::kill(aboxd, SIGKILL);
   });
   AboxResult r = RunAbox(apply);
   killer.join();

@@ -1,8 +1,12 @@
 #include "tests/testing/abox_runner.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "src/base/io.h"
+#include "src/base/unique_fd.h"
 
 extern char** environ;
 
@@ -179,6 +184,51 @@ std::string AboxHome() {
     return h;
   }
   return std::string(std::getenv("HOME")) + "/.local/share/abox";  // NOLINT
+}
+
+std::string SharedAboxHome() {
+  const char* h = std::getenv("ABOX_E2E_SHARED_HOME");  // NOLINT(concurrency-mt-unsafe)
+  if (h != nullptr && h[0] != '\0') {
+    return h;
+  }
+  return AboxHome();
+}
+
+AboxResult BuildSharedImage(const std::vector<std::string>& args) {
+  std::string home = SharedAboxHome();
+  std::filesystem::create_directories(home);
+  base::UniqueFd lock(
+      ::open((home + "/.image-build.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock || ::flock(lock.get(), LOCK_EX) != 0) {
+    AboxResult r;
+    r.err = "cannot lock " + home + "/.image-build.lock";
+    return r;
+  }
+  AboxCall call;
+  call.args = {"image", "build"};
+  call.args.insert(call.args.end(), args.begin(), args.end());
+  call.env = {{"ABOX_HOME", home}};
+  call.timeout_seconds = 600;
+  return RunAbox(call);  // the lock goes with `lock`
+}
+
+pid_t ListenerPid(const std::string& path) {
+  base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (!fd || path.size() >= sizeof(addr.sun_path)) {
+    return -1;
+  }
+  path.copy(addr.sun_path, path.size());
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return -1;
+  }
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return -1;
+  }
+  return cred.pid;
 }
 
 void ExpectNoLeftovers() {

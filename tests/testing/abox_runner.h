@@ -50,6 +50,17 @@ std::vector<std::string> ListTree(const std::string& dir);
 // $ABOX_HOME as abox resolves it (the tests run abox with the same environment).
 std::string AboxHome();
 
+// The home whose images/ every test home links to ($ABOX_E2E_SHARED_HOME, set by e2e_main;
+// else AboxHome()). Images a test builds go there, under a lock (see BuildSharedImage).
+std::string SharedAboxHome();
+
+// `abox image build ARGS...` into SharedAboxHome(), serialized across test processes by a lock
+// file there, so parallel tests build an image once and the others find it up to date.
+AboxResult BuildSharedImage(const std::vector<std::string>& args);
+
+// The pid of the process listening on the unix socket at `path` (SO_PEERCRED), or -1.
+pid_t ListenerPid(const std::string& path);
+
 // Waits up to 20 s for every VM process and every file under $ABOX_HOME/sandboxes to be gone,
 // and fails the test with what is left otherwise.
 void ExpectNoLeftovers();
