@@ -57,12 +57,15 @@ TEST(LifecycleTest, QemuCrashDuringACommandIsReportedWithConsoleLog) {
   call.args = {"run", "--", "sh", "-c", "echo ready; sleep 300"};
   call.when_output = "ready";
   call.on_output = [](pid_t) {
-    // The VM of this run is the only QEMU started from the test's own ABOX_HOME.
-    for (pid_t pid : ProcessesMatching(AboxHome() + "/sandboxes/")) {
-      auto cmdline = base::ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
-      std::string argv0 = cmdline.ok() ? cmdline->substr(0, cmdline->find('\0')) : "";
-      if (std::filesystem::path(argv0).filename().string().rfind("qemu-system", 0) == 0) {
-        ::kill(pid, SIGKILL);
+    // The VM of this run is the only QEMU started from the test's own ABOX_HOME: the child
+    // of the shim whose command line names a run dir there (QEMU itself gets descriptors).
+    for (pid_t shim : ProcessesMatching(AboxHome() + "/sandboxes/")) {
+      for (pid_t qemu : ChildrenOf(shim)) {
+        auto cmdline = base::ReadFile("/proc/" + std::to_string(qemu) + "/cmdline");
+        std::string argv0 = cmdline.ok() ? cmdline->substr(0, cmdline->find('\0')) : "";
+        if (std::filesystem::path(argv0).filename().string().rfind("qemu-system", 0) == 0) {
+          ::kill(qemu, SIGKILL);
+        }
       }
     }
   };

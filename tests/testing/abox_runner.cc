@@ -168,6 +168,30 @@ std::vector<pid_t> ProcessesMatching(const std::string& needle) {
   return pids;
 }
 
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) {
+      continue;
+    }
+    auto stat = base::ReadFile(entry.path().string() + "/stat", 4096);
+    if (!stat.ok()) {
+      continue;
+    }
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ')' ends it.
+    size_t close = stat->rfind(')');
+    pid_t ppid = 0;
+    if (close != std::string::npos) {
+      std::vector<std::string> fields = absl::StrSplit(stat->substr(close + 2), ' ');
+      if (fields.size() > 1 && absl::SimpleAtoi(fields[1], &ppid) && ppid == parent) {
+        pids.push_back(pid);
+      }
+    }
+  }
+  return pids;
+}
+
 std::vector<std::string> ListTree(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;

@@ -44,6 +44,9 @@ AboxResult RunAbox(const AboxCall& call);
 // Processes whose command line contains `needle` (excluding this test process).
 std::vector<pid_t> ProcessesMatching(const std::string& needle);
 
+// The direct children of `parent` (from /proc/<pid>/stat).
+std::vector<pid_t> ChildrenOf(pid_t parent);
+
 // Files and directories under `dir` (recursively), relative paths.
 std::vector<std::string> ListTree(const std::string& dir);
 
