@@ -340,7 +340,9 @@ absl::Status SandboxManager::SyncWorkspace(const std::string& id, runtime::Sandb
     return absl::OkStatus();
   }
   runtime::AgentGuestTools tools(sandbox.agent(), options_.guest_tool_path);
-  return deps_.workspaces->Sync(id, tools).status();
+  std::unique_ptr<workspace::GuestTools> wrapped =
+      options_.wrap_guest_tools ? options_.wrap_guest_tools(tools) : nullptr;
+  return deps_.workspaces->Sync(id, wrapped ? *wrapped : tools).status();
 }
 
 absl::Status SandboxManager::WithGuestTools(
@@ -366,7 +368,9 @@ absl::Status SandboxManager::WithGuestTools(
     entry->tools_idle.notify_all();
   };
   runtime::AgentGuestTools tools(sandbox->agent(), options_.guest_tool_path);
-  return fn(record, tools);
+  std::unique_ptr<workspace::GuestTools> wrapped =
+      options_.wrap_guest_tools ? options_.wrap_guest_tools(tools) : nullptr;
+  return fn(record, wrapped ? *wrapped : tools);
 }
 
 absl::StatusOr<SandboxView> SandboxManager::Get(absl::string_view ref) {

@@ -42,6 +42,10 @@ struct ManagerOptions {
   // The agent binary in the guest that runs the workspace tools (tests with a fake VMM, whose
   // guest is this host, pass the built abox-guest).
   std::string guest_tool_path = runtime::kGuestAgentPath;
+  // Tests: stands in for the workspace tools of every workspace operation (a hostile guest's
+  // crafted manifests and packs), given the real ones; null, or a null result: the real ones.
+  std::function<std::unique_ptr<workspace::GuestTools>(workspace::GuestTools& real)>
+      wrap_guest_tools;
 };
 
 // The pieces the manager works with; all must outlive it.

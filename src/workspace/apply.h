@@ -11,8 +11,11 @@
 //                     anything else (binary, type change, delete vs modify) is kConflict.
 // Trust: the guest manifest and its content are untrusted. Every path passes HostTree's guards
 // while planning; one refused path fails the whole plan, naming it. Files that make code run
-// elsewhere (exec_files.h) are refused unless allowed. Apply is all-or-nothing: any blocking
-// conflict or refused exec file means nothing is written.
+// elsewhere (exec_files.h) are refused unless allowed, and so are symlinks that lead outside the
+// workspace in the tree the plan leaves, the host's links and the plan's together
+// (apply_symlinks.h). A file mode the sandbox chose lands as 0644 or 0755
+// (HostModeForSandboxFile); a mode the host already had stays. Apply is all-or-nothing: any
+// blocking conflict or refused exec file means nothing is written.
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,7 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/workspace/apply.h"
+#include "src/workspace/apply_symlinks.h"
 #include "src/workspace/exec_files.h"
 #include "src/workspace/merge.h"
 #include "src/workspace/paths.h"
@@ -53,6 +54,22 @@ Action ActionFor(const PathState& from, const PathState& to) {
       break;
   }
   return Action::kAlreadyDone;
+}
+
+// The sandbox's state of a path as it lands on the host: a file mode the sandbox chose (one
+// neither the base nor the host has) becomes 0644 or 0755 (HostModeForSandboxFile), so a
+// sandbox never makes a host file group- or world-writable. A mode the base or the host
+// already has is the person's and stays (an edited 0600 file stays 0600).
+PathState AsLanded(PathState guest, const PathState& base, const PathState& host) {
+  if (guest.kind != Kind::kFile) {
+    return guest;
+  }
+  bool known = (base.kind == Kind::kFile && base.mode == guest.mode) ||
+               (host.kind == Kind::kFile && host.mode == guest.mode);
+  if (!known) {
+    guest.mode = HostModeForSandboxFile(guest.mode);
+  }
+  return guest;
 }
 
 std::string Describe(const PathState& s) {
@@ -124,10 +141,12 @@ class Planner {
     ABOX_RETURN_IF_ERROR(CheckAncestors(plan));
     ABOX_RETURN_IF_ERROR(CheckReplacedDirs(plan));
     ABOX_RETURN_IF_ERROR(CheckContent(plan));
+    // Where every symlink of the resulting tree leads, the host's and the plan's together.
+    ABOX_ASSIGN_OR_RETURN(auto escapes, SymlinkEscapes(tree_, plan));
     for (PlannedChange& c : plan.changes) {
       std::optional<std::string> reason = ExecSensitiveReason(c.path);
-      if (!reason && c.result.kind == PathState::Kind::kSymlink) {
-        reason = SymlinkEscapeReason(c.path, c.result.link_target);
+      if (auto it = escapes.find(c.path); !reason && it != escapes.end()) {
+        reason = it->second;
       }
       if (reason && c.Writes()) {
         c.exec_sensitive = true;
@@ -181,6 +200,7 @@ class Planner {
     }
     ABOX_RETURN_IF_ERROR(host.status());
     c.host = *host;
+    c.guest = AsLanded(c.guest, c.base, c.host);
     c.result = c.host;
     if (c.host == c.guest) {
       c.action = Action::kAlreadyDone;
@@ -352,6 +372,9 @@ class Planner {
     for (const std::string& name : names) {
       std::string p = absl::StrCat(dir, "/", name);
       out->push_back(p);
+      if (!HostTree::CheckPath(p).ok()) {
+        continue;  // A nested .git or a name abox never touches: the person's; never read.
+      }
       ABOX_ASSIGN_OR_RETURN(PathState s, HostAt(p));
       if (s.kind == Kind::kDir) {
         ABOX_RETURN_IF_ERROR(HostSubtree(p, out));

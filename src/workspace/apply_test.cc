@@ -15,45 +15,7 @@ using testing::Get;
 using testing::Put;
 using testing::Snapshot;
 
-class ApplyTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    fs::create_directories(host_);
-    fs::create_directories(guest_);
-    store_.emplace(*ObjectStore::Open(dir_ / "objects"));
-    artifacts_.emplace(*ArtifactStore::Open(dir_ / "artifacts"));
-    tree_.emplace(*HostTree::Open(host_));
-  }
-  // The same file on both sides (before Sync).
-  void Both(const std::string& rel, const std::string& content, mode_t mode = 0644) {
-    Put(host_ + "/" + rel, content, mode);
-    Put(guest_ + "/" + rel, content, mode);
-  }
-  void Sync() { base_ = testing::ScanInto(guest_, *store_); }
-  absl::StatusOr<ApplyPlan> Plan(const ApplyOptions& options = {}) {
-    Manifest guest = testing::ScanInto(guest_, *store_);
-    return PlanApply(*tree_, base_, guest, *store_, options);
-  }
-  absl::StatusOr<ApplyResult> Run(const ApplyPlan& plan) {
-    return Apply(*tree_, plan, *store_, *artifacts_, ArtifactMeta{.sandbox = "sb1"});
-  }
-  const PlannedChange* Find(const ApplyPlan& plan, const std::string& path) {
-    for (const PlannedChange& c : plan.changes) {
-      if (c.path == path) {
-        return &c;
-      }
-    }
-    return nullptr;
-  }
-
-  testing::TempDir dir_;
-  std::string host_ = dir_ / "host";
-  std::string guest_ = dir_ / "guest";
-  std::optional<ObjectStore> store_;
-  std::optional<ArtifactStore> artifacts_;
-  std::optional<HostTree> tree_;
-  Manifest base_;
-};
+using ApplyTest = testing::ApplyFixture;
 
 TEST_F(ApplyTest, TakesTheSandboxVersionWhereTheHostIsUnchanged) {
   Both("keep.txt", "same\n");

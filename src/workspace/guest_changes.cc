@@ -23,8 +23,13 @@ namespace {
 // A guest manifest may be large (a tree with node_modules) but not without bound.
 constexpr size_t kMaxManifestBytes = size_t{512} << 20;
 
+// Git's own state never comes back from a sandbox: not the root's .git, and not a nested one
+// (`tools/.git/config` with core.fsmonitor runs a command on the host the next time a git-aware
+// prompt looks at tools/), in any case (`.GIT` is `.git` on a case-insensitive file system).
+// HostTree refuses to write such a path too; leaving them out of the view keeps an apply of
+// the rest possible when the agent cloned a repository into the workspace.
 bool Counts(const std::string& path, const Entry& e, const ExcludeRules& excludes) {
-  return e.type != EntryType::kDir && !IsUnderGitDir(path) && !excludes.Match(path, false);
+  return e.type != EntryType::kDir && !HasGitComponent(path) && !excludes.Match(path, false);
 }
 
 Manifest FilterView(const Manifest& m, const ExcludeRules& excludes) {
@@ -205,8 +210,12 @@ absl::StatusOr<GuestChanges> FetchGuestChanges(WorkspaceState& state, GuestTools
   Manifest guest = FilterView(*guest_all, excludes);
   out.ignored = 0;
   for (const auto& [path, e] : *guest_all) {
-    if (e.type != EntryType::kDir && !IsUnderGitDir(path) && excludes.Match(path, false) &&
-        !state.base().contains(path)) {
+    if (e.type == EntryType::kDir || state.base().contains(path) || IsUnderGitDir(path)) {
+      continue;
+    }
+    // Left out and counted: secret-looking files, and nested repositories' git state (the
+    // root's .git is the sandbox's own history, not counted).
+    if (HasGitComponent(path) || excludes.Match(path, false)) {
       ++out.ignored;
     }
   }

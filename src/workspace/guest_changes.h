@@ -1,8 +1,9 @@
 // Reading the agent's work back: the guest's manifest of its workspace (`abox-guest ws
 // manifest`), compared with the base the host last synced, and the content of every changed
 // file fetched (`abox-guest ws pack`) into the object store, verified against the manifest's
-// hashes. Only files and symlinks count (directories are implied); nothing under .git/, no
-// secret-looking file, and (in a git tree) no new file the host's .gitignore ignores.
+// hashes. Only files and symlinks count (directories are implied); nothing with a `.git`
+// component at any depth (HasGitComponent), no secret-looking file, and (in a git tree) no new
+// file the host's .gitignore ignores.
 #pragma once
 
 #include <string>
@@ -19,7 +20,9 @@ struct GuestChanges {
   Manifest base;   // the base, files and symlinks only, filtered like `guest`
   Manifest guest;  // the guest's files and symlinks; changed files' content is in the store
   ManifestChanges changes;
-  size_t ignored = 0;  // new guest files left out by .gitignore or the secret excludes
+  // New guest files left out by .gitignore, the secret excludes or as a nested repository's
+  // git state.
+  size_t ignored = 0;
 };
 
 // `paths`: only these files or directories (relative to the workspace root); empty = all.

@@ -130,10 +130,12 @@ absl::StatusOr<HostTree> HostTree::Open(const std::string& root, const HostTreeO
 
 absl::Status HostTree::CheckPath(absl::string_view rel) {
   ABOX_RETURN_IF_ERROR(ValidateRelativePath(rel));
-  if (IsUnderGitDir(rel)) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("refused path '", EscapePath(rel),
-                     "': abox never writes into .git/ (git's own state stays the person's)"));
+  if (HasGitComponent(rel)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "refused path '", EscapePath(rel),
+        "': abox never writes a .git directory or file at any depth (git's own state, the "
+        "root's or a nested repository's, stays the person's: its config and hooks run "
+        "commands)"));
   }
   return absl::OkStatus();
 }
@@ -342,6 +344,120 @@ absl::StatusOr<std::vector<std::string>> HostTree::List(absl::string_view rel) c
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+namespace {
+
+absl::StatusOr<std::string> ReadLinkAt(int dir_fd, const char* name, size_t size_hint) {
+  std::string buf(size_hint + 2, '\0');
+  for (;;) {
+    ssize_t n = ::readlinkat(dir_fd, name, buf.data(), buf.size());
+    if (n < 0) {
+      return base::ErrnoError("readlinkat");
+    }
+    if (static_cast<size_t>(n) < buf.size()) {
+      buf.resize(static_cast<size_t>(n));
+      return buf;
+    }
+    buf.resize(buf.size() * 2);
+  }
+}
+
+// Depth-first through the directory `dir_fd` (relative path `rel`, "" for the root).
+absl::Status CollectSymlinks(int dir_fd, const std::string& rel, int depth, HostSymlinks& out) {
+  if (depth > HostTree::kMaxSymlinkWalkDepth) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the host tree is deeper than ", HostTree::kMaxSymlinkWalkDepth, " directories at '",
+        EscapePath(rel), "'; abox cannot check where its symlinks lead"));
+  }
+  base::UniqueFd list_fd(::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!list_fd) {
+    return Shown(base::ErrnoError("openat"), rel, "cannot list directory");
+  }
+  DIR* d = ::fdopendir(list_fd.get());
+  if (d == nullptr) {
+    return Shown(base::ErrnoError("fdopendir"), rel, "cannot list directory");
+  }
+  (void)list_fd.release();
+  // Closed before descending: one descriptor per level is held, not two.
+  absl::Cleanup close_dir = [&d] {
+    if (d != nullptr) {
+      ::closedir(d);
+    }
+  };
+  std::vector<std::string> dirs;
+  for (;;) {
+    errno = 0;
+    dirent* de = ::readdir(d);  // NOLINT(concurrency-mt-unsafe): private stream
+    if (de == nullptr) {
+      break;
+    }
+    std::string name = de->d_name;
+    if (name == "." || name == "..") {
+      continue;
+    }
+    unsigned char type = de->d_type;
+    struct stat st {};
+    if (type == DT_UNKNOWN) {
+      if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) {
+          continue;  // Gone meanwhile.
+        }
+        return Shown(base::ErrnoError("fstatat"), rel.empty() ? name : rel + "/" + name,
+                     "cannot inspect");
+      }
+      type = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+    }
+    std::string path = rel.empty() ? name : absl::StrCat(rel, "/", name);
+    if (type == DT_LNK) {
+      absl::StatusOr<std::string> target = ReadLinkAt(dir_fd, name.c_str(), 256);
+      if (!target.ok()) {
+        if (absl::IsNotFound(target.status())) {
+          continue;  // Gone meanwhile.
+        }
+        return Shown(target.status(), path, "cannot read link");
+      }
+      out.emplace(std::move(path), *std::move(target));
+    } else if (type == DT_DIR && !absl::EqualsIgnoreCase(name, ".git")) {
+      dirs.push_back(std::move(name));
+    }
+  }
+  if (errno != 0) {
+    return Shown(base::ErrnoError("readdir"), rel, "cannot list directory");
+  }
+  ::closedir(d);
+  d = nullptr;
+  for (const std::string& name : dirs) {
+    base::UniqueFd sub(
+        ::openat(dir_fd, name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    std::string path = rel.empty() ? name : absl::StrCat(rel, "/", name);
+    if (!sub) {
+      if (errno == ENOENT) {
+        continue;  // Removed meanwhile.
+      }
+      if (errno == ELOOP || errno == ENOTDIR) {
+        // Swapped for a symlink or a file since readdir: record the link as it is now.
+        struct stat st {};
+        if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+          ABOX_ASSIGN_OR_RETURN(std::string target,
+                                ReadLinkAt(dir_fd, name.c_str(), static_cast<size_t>(st.st_size)));
+          out.emplace(std::move(path), std::move(target));
+        }
+        continue;
+      }
+      return Shown(base::ErrnoError("openat"), path, "cannot open directory");
+    }
+    ABOX_RETURN_IF_ERROR(CollectSymlinks(sub.get(), path, depth + 1, out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<HostSymlinks> HostTree::Symlinks() const {
+  HostSymlinks out;
+  ABOX_RETURN_IF_ERROR(CollectSymlinks(root_fd_.get(), "", 1, out));
+  return out;
 }
 
 absl::Status HostTree::WriteWith(

@@ -3,8 +3,10 @@
 //
 // Every operation takes a relative path (from a guest manifest: untrusted) and
 //   - refuses what ValidateRelativePath refuses (absolute, "..", empty components, control
-//     characters such as a newline) and anything in .git/ (abox never touches git's state:
-//     no index, no refs, no hooks; it never runs git here either);
+//     characters such as a newline) and any path with a `.git` component at any depth,
+//     compared case-insensitively (HasGitComponent: abox never touches git's state, the root's
+//     or a nested repository's: no index, no refs, no hooks, no config whose core.fsmonitor
+//     would run on the next `git status`; it never runs git here either);
 //   - resolves the path beneath the root WITHOUT following symlinks: openat2(RESOLVE_BENEATH |
 //     RESOLVE_NO_SYMLINKS) on the parent directory, or a per-component openat(O_NOFOLLOW) walk
 //     where openat2 is missing. A path through a symlink (host `link -> /etc`, path
@@ -12,7 +14,9 @@
 //     final component is never followed either (a symlink there is read / replaced as a link).
 // Writes are atomic (temp file `.abox-tmp-<random>` in the same directory, fsync, rename over,
 // fsync the directory) and never replace a directory, device, fifo or socket. Modes written are
-// masked to 0777: setuid / setgid / sticky bits from a sandbox are never set on the host.
+// masked to 0777: setuid / setgid / sticky bits are never set. The mode a file from a sandbox
+// gets is chosen while planning (HostModeForSandboxFile), not here: undo writes the person's
+// own files back through the same calls, with the modes they had.
 //
 // Not thread-safe for concurrent writes to the same path; the tree is otherwise shared with the
 // person, who may edit it at any time (callers re-check state right before they write).
@@ -20,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +53,16 @@ struct HostState {
   [[nodiscard]] std::string Describe() const;
 };
 
+// The mode a file gets on the host when the sandbox chose it (a new file, or a mode the sandbox
+// changed): 0755 when the sandbox set any execute bit, else 0644. Group and world write bits,
+// setuid, setgid and sticky never come from a sandbox. (A mode the host already had stays.)
+[[nodiscard]] constexpr uint32_t HostModeForSandboxFile(uint32_t sandbox_mode) {
+  return (sandbox_mode & 0111) != 0 ? 0755 : 0644;
+}
+
+// Every symlink of a host tree: relative path (as named on disk, any bytes) -> target.
+using HostSymlinks = std::map<std::string, std::string, std::less<>>;
+
 struct HostTreeOptions {
   // false: always resolve with the openat(O_NOFOLLOW) walk (tests cover the fallback).
   bool use_openat2 = true;
@@ -75,6 +90,12 @@ class HostTree final {
   [[nodiscard]] absl::StatusOr<base::UniqueFd> OpenFile(absl::string_view rel) const;
   // Names in directory `rel` ("" for the root), sorted.
   [[nodiscard]] absl::StatusOr<std::vector<std::string>> List(absl::string_view rel) const;
+  // Every symlink beneath the root, found without following any (readdir types, lstat where
+  // the file system gives none) and without hashing a file. Directories named `.git` (any
+  // case, any depth) are not entered: abox never writes there and nothing it writes resolves
+  // through them. kResourceExhausted for a tree deeper than kMaxSymlinkWalkDepth directories.
+  [[nodiscard]] absl::StatusOr<HostSymlinks> Symlinks() const;
+  static constexpr int kMaxSymlinkWalkDepth = 512;
 
   // Atomically writes `content` to `rel` with `mode`, creating missing parent directories
   // (0755; appended to `created_dirs`, shallowest first, when not null).

@@ -69,8 +69,13 @@ TEST_P(HostTreeTest, RefusesHostileNamesForEveryOperation) {
   ASSERT_EQ(::symlink((dir_ / "outside").c_str(), Root("link").c_str()), 0);
   fs::create_directories(Root(".git"));
   Put(Root(".git/config"), "[core]\n");
-  const char* hostile[] = {"/etc/passwd", "../x", "a/../../x", "link/passwd", "a\nb",
-                           ".git/config", ".git", "",          "a//b",        "./a"};
+  fs::create_directories(Root("tools/.git"));
+  Put(Root("tools/.git/config"), "[core]\n");
+  const char* hostile[] = {"/etc/passwd", "../x", "a/../../x", "link/passwd", "a\nb", ".git/config",
+                           ".git", "", "a//b", "./a",
+                           // A nested repository's state, a gitlink file, any case.
+                           "tools/.git/config", "tools/.git", "sub/.git",
+                           "a/b/.git/hooks/post-checkout", ".GIT/config", "tools/.Git/config"};
   for (const char* rel : hostile) {
     SCOPED_TRACE(testing::EscapeForTrace(rel));
     EXPECT_FALSE(tree_->Read(rel).ok());
@@ -83,7 +88,62 @@ TEST_P(HostTreeTest, RefusesHostileNamesForEveryOperation) {
   }
   EXPECT_TRUE(fs::is_empty(dir_ / "outside"));
   EXPECT_EQ(Get(Root(".git/config")), "[core]\n");
+  EXPECT_EQ(Get(Root("tools/.git/config")), "[core]\n");
+  EXPECT_FALSE(fs::exists(Root("sub")));
   EXPECT_FALSE(fs::exists(dir_ / "x"));
+  absl::Status nested = tree_->WriteFile("tools/.git/config", "[core]\nfsmonitor = evil\n", 0644);
+  EXPECT_EQ(nested.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::StrContains(nested.message(), "at any depth")) << nested;
+}
+
+TEST_P(HostTreeTest, SymlinksListsEveryLinkWithoutFollowingAny) {
+  Put(Root("a/f"), "data");
+  ASSERT_EQ(::symlink("f", Root("a/l").c_str()), 0);
+  ASSERT_EQ(::symlink(".", Root("dot").c_str()), 0);
+  ASSERT_EQ(::symlink((dir_ / "outside").c_str(), Root("out").c_str()), 0);
+  fs::create_directories(Root("a/b/c"));
+  ASSERT_EQ(::symlink("nowhere/at/all", Root("a/b/c/dangling").c_str()), 0);
+  // Not entered: the outside tree through `out`, and any .git.
+  ASSERT_EQ(::symlink("x", (dir_ / "outside/inner").c_str()), 0);
+  fs::create_directories(Root(".git"));
+  ASSERT_EQ(::symlink("y", Root(".git/l").c_str()), 0);
+  fs::create_directories(Root("vendor/.GIT"));
+  ASSERT_EQ(::symlink("z", Root("vendor/.GIT/l").c_str()), 0);
+  // A name no guest path may have is still listed: links are judged by what is on disk.
+  fs::create_directories(Root("we\nird"));
+  ASSERT_EQ(::symlink("../..", Root("we\nird/up").c_str()), 0);
+
+  auto links = tree_->Symlinks();
+  ASSERT_TRUE(links.ok()) << links.status();
+  HostSymlinks want = {{"a/l", "f"},
+                       {"dot", "."},
+                       {"out", (dir_ / "outside")},
+                       {"a/b/c/dangling", "nowhere/at/all"},
+                       {"we\nird/up", "../.."}};
+  EXPECT_EQ(*links, want);
+}
+
+TEST_P(HostTreeTest, SymlinksRefusesATreeTooDeepToCheck) {
+  std::string deep;
+  for (int i = 0; i < HostTree::kMaxSymlinkWalkDepth + 2; ++i) {
+    deep += "d/";
+  }
+  fs::create_directories(Root(deep));
+  auto links = tree_->Symlinks();
+  EXPECT_EQ(links.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(links.status().message(), "deeper than")) << links.status();
+}
+
+TEST(HostModeTest, SandboxModesBecome0644Or0755) {
+  EXPECT_EQ(HostModeForSandboxFile(0644), 0644u);
+  EXPECT_EQ(HostModeForSandboxFile(0666), 0644u);
+  EXPECT_EQ(HostModeForSandboxFile(0600), 0644u);
+  EXPECT_EQ(HostModeForSandboxFile(0777), 0755u);
+  EXPECT_EQ(HostModeForSandboxFile(0700), 0755u);
+  EXPECT_EQ(HostModeForSandboxFile(0601), 0755u);
+  EXPECT_EQ(HostModeForSandboxFile(04777), 0755u);
+  EXPECT_EQ(HostModeForSandboxFile(02666), 0644u);
+  EXPECT_EQ(HostModeForSandboxFile(01777), 0755u);
 }
 
 TEST_P(HostTreeTest, SymlinkOnTheWayIsRefusedWithClearError) {

@@ -59,4 +59,13 @@ bool IsUnderGitDir(absl::string_view path) {
   return path == ".git" || absl::StartsWith(path, ".git/");
 }
 
+bool HasGitComponent(absl::string_view path) {
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (absl::EqualsIgnoreCase(part, ".git")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace abox::workspace

@@ -51,6 +51,20 @@ const std::vector<SecretPattern>* MakeDefaults() {
       {"*.kdbx", "KeePass password databases"},
       {"*.tfstate", "Terraform state holds every secret of the managed resources"},
       {"*.tfstate.backup", "Terraform state backups, same content"},
+      {"*.tfvars", "Terraform variable files carry the passwords and tokens fed to a plan"},
+      {"*.tfvars.json", "Terraform variable files (JSON), same content"},
+      {".terraform.d/credentials.tfrc.json", "Terraform Cloud / registry API tokens"},
+      {".envrc", "direnv files export API keys and tokens into the shell"},
+      {".cargo/credentials*", "crates.io publish tokens (credentials, credentials.toml)"},
+      {".config/gh/hosts.yml", "GitHub CLI OAuth tokens"},
+      {".config/hub", "hub (GitHub CLI) OAuth tokens"},
+      {".config/gcloud/", "gcloud credentials and access tokens"},
+      {".azure/", "Azure CLI tokens (and azd environments' .env files)"},
+      {".gem/credentials", "RubyGems push API keys"},
+      {"auth.json", "Composer's (and other CLIs') auth file: registry and API tokens"},
+      {".s3cfg", "s3cmd access keys"},
+      {".boto", "boto / gsutil access keys"},
+      {".my.cnf", "MySQL client passwords"},
   };
 }
 
@@ -191,6 +205,53 @@ std::optional<std::string> ExcludeRules::Match(absl::string_view rel_path, bool 
         return patterns_[p];
       }
     }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+size_t SkipSpace(absl::string_view s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) {
+    ++i;
+  }
+  return i;
+}
+
+// True when `head` has the JSON member `"key": "value"` (any whitespace around the colon).
+bool HasJsonMember(absl::string_view head, absl::string_view key, absl::string_view value) {
+  std::string quoted_key = absl::StrCat("\"", key, "\"");
+  std::string quoted_value = absl::StrCat("\"", value, "\"");
+  for (size_t at = head.find(quoted_key); at != absl::string_view::npos;
+       at = head.find(quoted_key, at + 1)) {
+    size_t i = SkipSpace(head, at + quoted_key.size());
+    if (i >= head.size() || head[i] != ':') {
+      continue;
+    }
+    i = SkipSpace(head, i + 1);
+    if (head.substr(i, quoted_value.size()) == quoted_value) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool ShouldProbeSecretContent(absl::string_view rel, uint64_t size) {
+  size_t slash = rel.rfind('/');
+  absl::string_view base = slash == absl::string_view::npos ? rel : rel.substr(slash + 1);
+  return size <= (uint64_t{1} << 20) && base.size() > 5 && absl::EndsWithIgnoreCase(base, ".json");
+}
+
+std::optional<std::string> SecretContentReason(absl::string_view head) {
+  // A Google Cloud service-account key (often named after the project, e.g.
+  // my-project-3f2a1b.json, so no name pattern finds it): a JSON object with
+  // "type": "service_account" (and the key's "private_key"). Only a file that starts as a JSON
+  // object counts, so source code or docs that mention the string stay in.
+  size_t start = SkipSpace(head, absl::StartsWith(head, "\xEF\xBB\xBF") ? 3 : 0);
+  if (start < head.size() && head[start] == '{' && HasJsonMember(head, "type", "service_account")) {
+    return std::string("a Google Cloud service-account key (\"type\": \"service_account\")");
   }
   return std::nullopt;
 }

@@ -17,6 +17,8 @@
 //   - Not supported, refused with an explanation: '!' negation (use `remove`), '**'.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -26,6 +28,23 @@
 #include "absl/strings/string_view.h"
 
 namespace abox::workspace {
+
+// Secrets found by content rather than by name. A file set walk (file_set.cc) reads the first
+// kSecretContentProbeBytes of each regular file that no pattern excluded and for which
+// ShouldProbeSecretContent is true, and leaves the file out when SecretContentReason says why;
+// the reason is what the exclusion lists in place of a pattern.
+inline constexpr size_t kSecretContentProbeBytes = 64 << 10;
+
+// Whether a regular file at `rel` of `size` bytes is worth reading for SecretContentReason:
+// only what a content rule can match (today: `.json` files up to 1 MiB; a service-account key
+// is about 2 KiB), so a sync does not read every file of the tree.
+[[nodiscard]] bool ShouldProbeSecretContent(absl::string_view rel, uint64_t size);
+
+// Why the file whose content starts with `head` (its first kSecretContentProbeBytes, or all of
+// a shorter file) is a secret, or nullopt. Today: a Google Cloud service-account key, a JSON
+// object with "type": "service_account". Looks only at the bytes given; never allocates in
+// proportion to more than them.
+[[nodiscard]] std::optional<std::string> SecretContentReason(absl::string_view head);
 
 // One default pattern and why it is there.
 struct SecretPattern {

@@ -33,6 +33,78 @@ TEST(ExcludeRulesTest, DefaultsExcludeCommonSecretFiles) {
   EXPECT_THAT(rules.Match("store.p12", false), Optional(std::string("*.p12")));
 }
 
+TEST(ExcludeRulesTest, DefaultsExcludeCloudAndToolCredentials) {
+  ExcludeRules rules = Defaults();
+  const std::pair<const char*, const char*> cases[] = {
+      {".envrc", ".envrc"},
+      {"svc/.envrc", ".envrc"},
+      {".cargo/credentials", ".cargo/credentials*"},
+      {"home/.cargo/credentials.toml", ".cargo/credentials*"},
+      {"infra/prod.tfvars", "*.tfvars"},
+      {"infra/x.auto.tfvars", "*.tfvars"},
+      {"infra/x.tfvars.json", "*.tfvars.json"},
+      {".config/gh/hosts.yml", ".config/gh/hosts.yml"},
+      {"home/u/.config/gh/hosts.yml", ".config/gh/hosts.yml"},
+      {".config/gcloud/application_default_credentials.json", ".config/gcloud/"},
+      {"auth.json", "auth.json"},
+      {"php/auth.json", "auth.json"},
+      {".s3cfg", ".s3cfg"},
+      {".boto", ".boto"},
+      {".my.cnf", ".my.cnf"},
+      {".netrc", ".netrc"},
+      {".pypirc", ".pypirc"},
+      {".git-credentials", ".git-credentials"},
+      {".terraform.d/credentials.tfrc.json", ".terraform.d/credentials.tfrc.json"},
+  };
+  for (const auto& [path, pattern] : cases) {
+    EXPECT_THAT(rules.Match(path, false), Optional(std::string(pattern))) << path;
+  }
+  EXPECT_EQ(rules.Match(".cargo/config.toml", false), std::nullopt);
+  EXPECT_EQ(rules.Match(".config/gh/config.yml", false), std::nullopt);
+  EXPECT_EQ(rules.Match("variables.tf", false), std::nullopt);
+  EXPECT_EQ(rules.Match("oauth.json.md", false), std::nullopt);
+}
+
+TEST(SecretContentTest, FindsGcpServiceAccountKeysByContent) {
+  const std::string key = R"({
+  "type": "service_account",
+  "project_id": "demo-123",
+  "private_key_id": "abc",
+  "private_key": "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n",
+  "client_email": "ci@demo-123.iam.gserviceaccount.com"
+})";
+  std::optional<std::string> why = SecretContentReason(key);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(*why, HasSubstr("service-account"));
+  // Other spacing, a byte-order mark, the member not first.
+  EXPECT_TRUE(
+      SecretContentReason("\xEF\xBB\xBF  {\"project_id\":\"p\",\"type\" :\t\"service_account\"}")
+          .has_value());
+  EXPECT_TRUE(
+      SecretContentReason("{\"type\":\"service_account\"").has_value());  // cut at the probe
+}
+
+TEST(SecretContentTest, ProbesOnlySmallJsonFiles) {
+  EXPECT_TRUE(ShouldProbeSecretContent("my-project-3f2a1b.json", 2300));
+  EXPECT_TRUE(ShouldProbeSecretContent("keys/SA.JSON", 2300));
+  EXPECT_FALSE(ShouldProbeSecretContent("big.json", (1 << 20) + 1));
+  EXPECT_FALSE(ShouldProbeSecretContent("src/main.cc", 100));
+  EXPECT_FALSE(ShouldProbeSecretContent(".json", 100));
+  EXPECT_FALSE(ShouldProbeSecretContent("notes.json.md", 100));
+}
+
+TEST(SecretContentTest, LeavesOrdinaryFilesIn) {
+  EXPECT_EQ(SecretContentReason(""), std::nullopt);
+  EXPECT_EQ(SecretContentReason("{\"type\": \"module\", \"name\": \"x\"}"), std::nullopt);
+  EXPECT_EQ(SecretContentReason("{\"type\": \"authorized_user\"}"), std::nullopt);
+  // Code and docs that mention the marker are not a key file.
+  EXPECT_EQ(SecretContentReason("if (j[\"type\"] == \"service_account\") {}\n"), std::nullopt);
+  EXPECT_EQ(SecretContentReason("# Keys\nA key has `\"type\": \"service_account\"`.\n"),
+            std::nullopt);
+  EXPECT_EQ(SecretContentReason("{\"kind\": \"type\", \"x\": \"service_account\"}"), std::nullopt);
+  EXPECT_EQ(SecretContentReason("{\"type\": \"service_accounts\"}"), std::nullopt);
+}
+
 TEST(ExcludeRulesTest, LetsOrdinaryFilesIn) {
   ExcludeRules rules = Defaults();
   EXPECT_EQ(rules.Match("src/main.cc", false), std::nullopt);

@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -70,6 +72,10 @@ class TestDaemon final {
     auto guest_tool = base::FindCompanionBinary("abox-guest", "ABOX_GUEST_BIN");
     ASSERT_TRUE(guest_tool.ok()) << guest_tool.status();
     options.guest_tool_path = *guest_tool;
+    options.wrap_guest_tools = [this](workspace::GuestTools& real) {
+      std::lock_guard lock(guest_tools_mu_);
+      return wrap_guest_tools_ ? wrap_guest_tools_(real) : nullptr;
+    };
     auto workspaces = WorkspaceService::Create(home_);
     ASSERT_TRUE(workspaces.ok()) << workspaces.status();
     workspaces_ = *std::move(workspaces);
@@ -139,6 +145,13 @@ class TestDaemon final {
   WorkspaceService& workspaces() { return *workspaces_; }
   EgressService& egress() { return *egress_; }
   EventBus& events() { return *events_; }
+  // Stands in for the workspace tools from the next workspace operation on (a hostile guest;
+  // see ManagerOptions::wrap_guest_tools); null: the real ones again.
+  void set_guest_tools_wrapper(
+      std::function<std::unique_ptr<workspace::GuestTools>(workspace::GuestTools&)> wrap) {
+    std::lock_guard lock(guest_tools_mu_);
+    wrap_guest_tools_ = std::move(wrap);
+  }
   // Egress settings of the next Start() (e.g. a test resolver override).
   void set_egress_options(EgressServiceOptions options) { egress_options_ = std::move(options); }
   abox::testing::FakeVmm& vmm() { return *vmm_; }
@@ -164,6 +177,8 @@ class TestDaemon final {
   Services services_;
   std::unique_ptr<http::Server> server_;
   std::vector<std::pair<std::string, std::string>> routes_;
+  std::mutex guest_tools_mu_;
+  std::function<std::unique_ptr<workspace::GuestTools>(workspace::GuestTools&)> wrap_guest_tools_;
 };
 
 }  // namespace abox::daemon::testing
