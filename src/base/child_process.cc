@@ -4,11 +4,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -37,6 +40,53 @@ ExitStatus FromWaitStatus(int wstatus) {
   return s;
 }
 
+#ifndef SYS_close_range
+#define SYS_close_range 436  // Linux 5.9; the number is the same on every architecture
+#endif
+
+// The descriptors a child keeps when SpawnOptions::close_other_fds is set, as ranges to close,
+// prepared before fork() (the child may not allocate).
+struct CloseRanges {
+  std::vector<std::pair<unsigned, unsigned>> ranges;  // [first, last], inclusive
+  unsigned fallback_limit = 0;  // without close_range: close up to here (RLIMIT_NOFILE)
+};
+
+CloseRanges PlanCloseRanges(const std::vector<int>& keep_fds, int err_fd) {
+  std::vector<unsigned> keep = {0, 1, 2, static_cast<unsigned>(err_fd)};
+  for (int fd : keep_fds) {
+    if (fd >= 0) {
+      keep.push_back(static_cast<unsigned>(fd));
+    }
+  }
+  std::sort(keep.begin(), keep.end());
+  keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+  CloseRanges plan;
+  for (size_t i = 0; i + 1 < keep.size(); ++i) {
+    if (keep[i + 1] > keep[i] + 1) {
+      plan.ranges.emplace_back(keep[i] + 1, keep[i + 1] - 1);
+    }
+  }
+  plan.ranges.emplace_back(keep.back() + 1, UINT_MAX);
+  rlimit limit{};
+  plan.fallback_limit = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (1U << 20)
+                            ? static_cast<unsigned>(limit.rlim_cur)
+                            : (1U << 20);
+  return plan;
+}
+
+// Async-signal-safe: closes every descriptor in `plan`'s ranges.
+void CloseOtherFds(const CloseRanges& plan) {
+  for (const auto& [first, last] : plan.ranges) {
+    if (::syscall(SYS_close_range, first, last, 0) == 0) {
+      continue;
+    }
+    // ENOSYS (before Linux 5.9) or EINVAL: one close() per possible descriptor.
+    for (unsigned fd = first; fd <= last && fd < plan.fallback_limit; ++fd) {
+      ::close(static_cast<int>(fd));
+    }
+  }
+}
+
 std::vector<char*> CStrings(const std::vector<std::string>& v) {
   std::vector<char*> out;
   out.reserve(v.size() + 1);
@@ -48,8 +98,9 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
 }
 
 // Child side of Spawn: async-signal-safe calls only. Reports errno through `err_fd` and exits.
-[[noreturn]] void ChildAfterFork(const SpawnOptions& o, pid_t parent, char* const* argv,
-                                 char* const* envp, const char* path, int err_fd) {
+[[noreturn]] void ChildAfterFork(const SpawnOptions& o, const CloseRanges* close_plan, pid_t parent,
+                                 char* const* argv, char* const* envp, const char* path,
+                                 int err_fd) {
   auto die = [&](int step) {
     int payload[2] = {step, errno};
     (void)!::write(err_fd, payload, sizeof(payload));
@@ -99,6 +150,11 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
     if (flags < 0 || ::fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC) < 0) {
       die(4);
     }
+  }
+  if (close_plan != nullptr) {
+    // After the dup2s: the sources of 0/1/2 (and /dev/null) go too. The error pipe stays until
+    // execve closes it (O_CLOEXEC).
+    CloseOtherFds(*close_plan);
   }
   if (o.cwd && ::chdir(o.cwd->c_str()) != 0) {
     die(5);
@@ -156,13 +212,18 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
     env_ptr = envp.data();
   }
   ABOX_ASSIGN_OR_RETURN(Pipe err_pipe, MakePipe());
+  std::optional<CloseRanges> close_plan;
+  if (o.close_other_fds) {
+    close_plan = PlanCloseRanges(o.keep_fds, err_pipe.write.get());
+  }
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
     return ErrnoError("fork");
   }
   if (pid == 0) {
-    ChildAfterFork(o, parent, argv.data(), env_ptr, path->c_str(), err_pipe.write.get());
+    ChildAfterFork(o, close_plan ? &*close_plan : nullptr, parent, argv.data(), env_ptr,
+                   path->c_str(), err_pipe.write.get());
   }
   err_pipe.write.reset();
   UniqueFd pidfd(PidfdOpen(pid));

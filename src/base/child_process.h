@@ -37,6 +37,10 @@ struct SpawnOptions {
   int stderr_fd = -1;
   // Further descriptors to keep open in the child at the same number (CLOEXEC cleared).
   std::vector<int> keep_fds;
+  // Closes every other descriptor in the child before exec (close_range, or a loop up to
+  // RLIMIT_NOFILE on kernels without it), not only the close-on-exec ones: a descriptor this
+  // process inherited without O_CLOEXEC (from whoever started it) does not reach the child.
+  bool close_other_fds = false;
   // Signal the child receives when the spawning thread dies (PR_SET_PDEATHSIG); 0 for none.
   int parent_death_signal = 0;
   // Starts the child in a new session (and so its own process group).

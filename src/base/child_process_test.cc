@@ -1,8 +1,18 @@
 #include "src/base/child_process.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/base/io.h"
 
 namespace abox::base {
 namespace {
@@ -43,6 +53,81 @@ TEST(ChildProcessTest, WaitTimesOutThenReportsSignal) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->signal, SIGTERM);
   EXPECT_EQ(s->ShellCode(), 128 + SIGTERM);
+}
+
+// The descriptors a running process has open, from /proc/<pid>/fd.
+std::set<int> OpenFds(pid_t pid) {
+  std::set<int> fds;
+  std::string dir_path = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* dir = ::opendir(dir_path.c_str());
+  if (dir == nullptr) {
+    ADD_FAILURE() << "opendir(" << dir_path << ") failed";
+    return fds;
+  }
+  while (dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe): private DIR stream
+    std::string name = e->d_name;
+    if (name != "." && name != "..") {
+      fds.insert(std::stoi(name));
+    }
+  }
+  ::closedir(dir);
+  return fds;
+}
+
+std::vector<std::string> Environ(pid_t pid) {
+  auto data = ReadFile("/proc/" + std::to_string(pid) + "/environ");
+  if (!data.ok()) {
+    ADD_FAILURE() << data.status();
+    return {};
+  }
+  return absl::StrSplit(*data, '\0', absl::SkipEmpty());
+}
+
+// Puts a copy of `fd` at `number` or above (without O_CLOEXEC unless asked), returns it.
+int DupAt(int fd, int number, bool cloexec) {
+  int copy = ::fcntl(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, number);
+  EXPECT_GE(copy, number);
+  return copy;
+}
+
+// A child with an explicit environment and close_other_fds has exactly the environment it was
+// given and the descriptors it was handed (0-2 and keep_fds), even when this process holds
+// descriptors without O_CLOEXEC below, between and above them (as one inherited from whoever
+// started it would be).
+TEST(ChildProcessTest, CloseOtherFdsAndExplicitEnvLeaveTheChildOnlyWhatItWasGiven) {
+  ::setenv("ABOX_TEST_SECRET", "do-not-inherit", 1);  // NOLINT(concurrency-mt-unsafe)
+  UniqueFd source(::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(source);
+  // Leaks: not close-on-exec, at numbers below, between and above the kept ones.
+  UniqueFd leak_low(DupAt(source.get(), 20, /*cloexec=*/false));
+  UniqueFd kept_a(DupAt(source.get(), 40, /*cloexec=*/true));
+  UniqueFd leak_mid(DupAt(source.get(), 60, /*cloexec=*/false));
+  UniqueFd kept_b(DupAt(source.get(), 80, /*cloexec=*/true));
+  UniqueFd leak_high(DupAt(source.get(), 900, /*cloexec=*/false));
+
+  SpawnOptions o;
+  o.argv = {"sleep", "100"};
+  o.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "LANG=C.UTF-8"};
+  o.keep_fds = {kept_a.get(), kept_b.get()};
+  o.close_other_fds = true;
+  auto child = ChildProcess::Spawn(o);
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(OpenFds(child->pid()), (std::set<int>{0, 1, 2, kept_a.get(), kept_b.get()}));
+  EXPECT_THAT(Environ(child->pid()), ::testing::ElementsAre("PATH=/usr/bin:/bin", "LANG=C.UTF-8"));
+  child->KillAndReap();
+
+  // The same spawn without the option lets the leaks through (so the check above can fail),
+  // and without `env` the child inherits ours.
+  o.close_other_fds = false;
+  o.env.reset();
+  auto leaky = ChildProcess::Spawn(o);
+  ASSERT_TRUE(leaky.ok()) << leaky.status();
+  std::set<int> fds = OpenFds(leaky->pid());
+  EXPECT_TRUE(fds.count(leak_low.get()) && fds.count(leak_mid.get()) && fds.count(leak_high.get()))
+      << "the leak descriptors did not reach a child spawned without close_other_fds";
+  EXPECT_THAT(Environ(leaky->pid()), ::testing::Contains("ABOX_TEST_SECRET=do-not-inherit"));
+  leaky->KillAndReap();
+  ::unsetenv("ABOX_TEST_SECRET");  // NOLINT(concurrency-mt-unsafe)
 }
 
 }  // namespace

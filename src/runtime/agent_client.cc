@@ -1,10 +1,12 @@
 #include "src/runtime/agent_client.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -27,10 +29,12 @@ class Exec::Sink final : public proto::ExecSink {
   void OnStderr(absl::string_view d) override { Push(true, d); }
   void OnExit(const proto::ExitInfo& info) override {
     exec_->exit_ = info;
+    exec_->core_->timed_execs.erase(exec_->stream_);
     exec_->core_->cv.notify_all();
   }
   void OnReset(absl::string_view error) override {
     exec_->reset_ = std::string(error);
+    exec_->core_->timed_execs.erase(exec_->stream_);
     exec_->core_->cv.notify_all();
   }
 
@@ -155,8 +159,12 @@ void AgentClient::Run() {
                          pending.size(), " bytes unsent)")));
         return;
       }
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(
-          absl::ToInt64Milliseconds(core_->session.NextTick() - now) + 1, 1, 1000));
+      absl::Time next = core_->session.NextTick();
+      if (!CheckExecDeadlinesLocked(now, next)) {
+        return;
+      }
+      timeout_ms =
+          static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(next - now) + 1, 1, 1000));
     }
     pollfd fds[2] = {{channel_.get(), POLLIN, 0}, {core_->wake.get(), POLLIN, 0}};
     if (!pending.empty()) {
@@ -187,6 +195,32 @@ void AgentClient::Run() {
       return;
     }
   }
+}
+
+bool AgentClient::CheckExecDeadlinesLocked(absl::Time now, absl::Time& next) {
+  std::vector<Exec*> expired;
+  for (const auto& [stream, exec] : core_->timed_execs) {
+    if (now < *exec->give_up_at_) {
+      next = std::min(next, *exec->give_up_at_);
+    } else if (exec->chunks_.empty() && exec->unconsumed_ == 0) {
+      expired.push_back(exec);
+    }
+    // Past the deadline with output our reader has not taken yet: the guest may be waiting for
+    // credit, not stuck. Checked again when the reader returns credit (it wakes this thread).
+  }
+  if (expired.empty()) {
+    return true;
+  }
+  std::string why = absl::StrCat("the guest agent did not end the command within ",
+                                 absl::FormatDuration(options_.timeout_grace),
+                                 " of its timeout: it stopped answering, so the host gave up on "
+                                 "it and stops the sandbox (a sandbox whose agent stopped "
+                                 "answering is not used again)");
+  for (Exec* exec : expired) {
+    exec->host_timeout_ = why;
+  }
+  FailLocked(absl::DeadlineExceededError(why));
+  return false;
 }
 
 bool AgentClient::ReadChannel(char* buf, size_t len) {
@@ -229,12 +263,20 @@ absl::Status AgentClient::WaitReady(absl::Duration timeout) {
 }
 
 absl::StatusOr<std::unique_ptr<Exec>> AgentClient::StartExec(const proto::ExecRequest& request) {
+  absl::Time start = absl::Now();
   std::unique_ptr<Exec> exec(new Exec(core_, 0));
   exec->sink_ = std::make_unique<Exec::Sink>(exec.get());
   {
     std::lock_guard lock(core_->mu);
     ABOX_RETURN_IF_ERROR(core_->failure);
     ABOX_ASSIGN_OR_RETURN(exec->stream_, core_->session.OpenExec(request, exec->sink_.get()));
+    if (request.timeout_ms > 0) {
+      exec->give_up_at_ = start +
+                          absl::Milliseconds(static_cast<int64_t>(
+                              std::min<uint64_t>(request.timeout_ms, uint64_t{1} << 40))) +
+                          options_.timeout_grace;
+      core_->timed_execs[exec->stream_] = exec.get();
+    }
   }
   core_->Wake();
   return exec;
@@ -270,6 +312,7 @@ Exec::Exec(std::shared_ptr<internal::AgentCore> core, uint32_t stream)
 
 Exec::~Exec() {
   std::lock_guard lock(core_->mu);
+  core_->timed_execs.erase(stream_);
   if (!exit_ && !reset_) {
     // Still running: the session kills it and stops calling our sink.
     core_->session.Detach(stream_);
@@ -299,6 +342,15 @@ absl::StatusOr<proto::ExitInfo> Exec::Wait() {
   core_->cv.wait(lock, [&] { return exit_ || reset_; });
   if (exit_) {
     return *exit_;
+  }
+  if (!host_timeout_.empty()) {
+    // The host held the timeout: the command counts as timed out and killed (the VM it ran in
+    // is stopped by the owner of the failed connection).
+    proto::ExitInfo info;
+    info.signal = SIGKILL;
+    info.timed_out = true;
+    info.error = host_timeout_;
+    return info;
   }
   return absl::UnavailableError(*reset_);
 }

@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@ namespace abox::runtime {
 
 class AgentClient;
 class AgentTunnel;
+class Exec;
 
 namespace internal {
 // What an agent connection's client, execs and tunnels share. Tunnels hold it by shared_ptr
@@ -37,6 +39,10 @@ struct AgentCore {
   std::condition_variable cv;
   proto::HostSession session;  // guarded by mu
   absl::Status failure;        // guarded by mu
+  // Running execs that have a timeout, by stream: the I/O thread holds their deadline (see
+  // AgentClient::Options::timeout_grace). Guarded by mu; an Exec removes itself when it ends or
+  // is destroyed.
+  std::map<uint32_t, Exec*> timed_execs;
 };
 }  // namespace internal
 
@@ -58,7 +64,9 @@ class Exec final {
   // finished (or failed) and all of its output was read.
   std::optional<Chunk> ReadOutput();
   // The result, after ReadOutput() returned nullopt (blocks until then otherwise). An error
-  // when the stream was aborted (guest reset, connection lost).
+  // when the stream was aborted (guest reset, connection lost). When the host gave up on a
+  // guest that did not end a command with a timeout in time (AgentClient::Options::
+  // timeout_grace), a timed-out result (SIGKILL) whose `error` says so.
   absl::StatusOr<proto::ExitInfo> Wait();
   // Sends stdin, blocking while the guest grants no credit. Fails once the exec is over.
   absl::Status WriteStdin(absl::string_view data);
@@ -80,6 +88,10 @@ class Exec final {
   std::optional<proto::ExitInfo> exit_;
   std::optional<std::string> reset_;
   std::unique_ptr<Sink> sink_;
+  // With a timeout: when the host stops waiting for the guest to report the end.
+  std::optional<absl::Time> give_up_at_;
+  // Set when the host gave up (the connection is failed then): why.
+  std::string host_timeout_;
 };
 
 // The host end of one agent channel: runs the protocol (proto::HostSession) on an I/O thread
@@ -96,6 +108,13 @@ class AgentClient final : private proto::TunnelAcceptor {
     // outgoing connection or DNS query of a guest program). Must not block: hand the tunnel to
     // another thread. Unset: every tunnel is reset with "egress is off for this sandbox".
     std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel;
+    // The host holds an exec's timeout itself: the guest kills a command when its timeout_ms
+    // runs out and reports the end; when that report has not come `timeout_grace` after the
+    // timeout (counted from StartExec), the guest is taken to have stopped answering (e.g. a
+    // fork bomb starving the agent): the exec ends as timed out and the connection fails, so
+    // the owner stops the VM. Not while the exec's output waits for our own reader (the guest
+    // may be waiting for credit then; the heartbeat still catches a dead guest).
+    absl::Duration timeout_grace = absl::Seconds(2);
   };
 
   static absl::StatusOr<std::unique_ptr<AgentClient>> Create(base::UniqueFd channel,
@@ -126,6 +145,9 @@ class AgentClient final : private proto::TunnelAcceptor {
   // Reads once from the channel into the session; false when the connection failed.
   bool ReadChannel(char* buf, size_t len);
   void FailLocked(const absl::Status& reason);
+  // Gives up on timed execs past their deadline (see Options::timeout_grace): false when it
+  // failed the connection. Lowers `next` to the earliest deadline still ahead.
+  bool CheckExecDeadlinesLocked(absl::Time now, absl::Time& next);
   // proto::TunnelAcceptor, called by the session under core_->mu.
   absl::StatusOr<proto::TunnelSink*> OnTunnelOpen(uint32_t stream,
                                                   const proto::TunnelRequest& request) override;

@@ -253,6 +253,8 @@ KvmVerdict ProbeKvm(const KvmProbeOptions& o) {
   so.stdout_fd = out->write.get();
   so.stderr_fd = out->write.get();
   so.parent_death_signal = SIGKILL;
+  so.env = VmmChildEnvironment();  // as for the VMs' QEMU: nothing of the caller's
+  so.close_other_fds = true;
   absl::StatusOr<base::ChildProcess> qemu = base::ChildProcess::Spawn(so);
   out->write.reset();
   if (!qemu.ok()) {

@@ -75,6 +75,10 @@ std::string KernelCmdline(std::optional<uint64_t> tsc_khz, const std::string& ex
   return absl::StrJoin(parts, " ");
 }
 
+std::vector<std::string> VmmChildEnvironment() {
+  return {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"};
+}
+
 std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in) {
   std::vector<std::string> a;
   if (in.drop) {

@@ -69,6 +69,12 @@ struct QemuArgvInput {
 // tsc_early_khz (needed under TCG), then `extra`.
 [[nodiscard]] std::string KernelCmdline(std::optional<uint64_t> tsc_khz, const std::string& extra);
 
+// The whole environment abox-shim and QEMU (also the KVM probe's QEMU) run with, instead of the
+// caller's: nothing of the user's (API keys, SSH_AUTH_SOCK, proxies) reaches them. QEMU opens no
+// host path by name (the shim hands it descriptors) and spawns nothing, so it needs no HOME or
+// TMPDIR; PATH is there for setpriv, LANG for messages.
+[[nodiscard]] std::vector<std::string> VmmChildEnvironment();
+
 // A QEMU flag that is there for containment, with the reason it is there.
 struct HardeningFlag {
   const char* flag;

@@ -20,6 +20,7 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/base/unix_socket.h"
+#include "src/vmm/qemu_argv.h"
 
 namespace abox::vmm {
 namespace {
@@ -124,6 +125,10 @@ absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
   o.stderr_fd = output.write.get();
   o.keep_fds = {kernel.get(), initrd.get(), overlay.get(),     rootfs.get(),
                 qmp.get(),    agent.get(),  console_qemu.get()};
+  // Only those descriptors and 0-2 reach QEMU (whatever else the shim may have inherited does
+  // not), and none of the caller's environment.
+  o.close_other_fds = true;
+  o.env = VmmChildEnvironment();
   o.parent_death_signal = SIGKILL;
   absl::StatusOr<base::ChildProcess> child = base::ChildProcess::Spawn(o);
   if (!child.ok()) {

@@ -276,6 +276,11 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   // Its own session: a Ctrl-C or SIGHUP for the caller's terminal must not hit the VM; with
   // tie_to_caller the pipe, not a signal, ends it.
   so.new_session = true;
+  // The shim and QEMU get none of the caller's environment (API keys, SSH_AUTH_SOCK) and none
+  // of its descriptors but the two pipes and the log: aboxd or the CLI may hold descriptors
+  // without O_CLOEXEC that it inherited.
+  so.env = VmmChildEnvironment();
+  so.close_other_fds = true;
   ABOX_ASSIGN_OR_RETURN(shim, base::ChildProcess::Spawn(so));
   ready.write.reset();
   if (tie) {

@@ -1,6 +1,7 @@
 // Who may connect: peer uid on the unix socket, bearer token on TCP, and the socket file's
 // life cycle (stale replaced, live refused).
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -11,6 +12,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -127,6 +130,66 @@ TEST(ServerSecurityTest, RefusesUnixPeersWithAnotherUidInjectedUid) {
   EXPECT_EQ(server->connection_count(), 0u);
 }
 
+// The local addresses of this process's listening TCP sockets (IPv4 and IPv6) on `port`, as
+// getsockname() on each listener reports them ("127.0.0.1:PORT", "0.0.0.0:PORT", "[::]:PORT").
+std::vector<std::string> ListenersOnPort(uint16_t port) {
+  std::vector<std::string> found;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    ADD_FAILURE() << "opendir(/proc/self/fd) failed";
+    return found;
+  }
+  std::vector<int> fds;
+  while (dirent* e = ::readdir(dir)) {  // NOLINT(concurrency-mt-unsafe): private DIR stream
+    if (e->d_name[0] != '.') {
+      fds.push_back(std::stoi(e->d_name));
+    }
+  }
+  ::closedir(dir);
+  for (int fd : fds) {
+    int listening = 0;
+    socklen_t optlen = sizeof(listening);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &optlen) != 0 || listening == 0) {
+      continue;  // not a socket (or the directory's own fd), or not listening
+    }
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      continue;
+    }
+    char text[INET6_ADDRSTRLEN] = {};
+    if (addr.ss_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+      if (ntohs(in->sin_port) == port) {
+        ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+        found.push_back(absl::StrCat(text, ":", port));
+      }
+    } else if (addr.ss_family == AF_INET6) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+      if (ntohs(in6->sin6_port) == port) {
+        ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+        found.push_back(absl::StrCat("[", text, "]:", port));
+      }
+    }
+  }
+  return found;
+}
+
+TEST(ServerSecurityTest, ListenerCheckSeesAWildcardBind) {
+  // The check the next test relies on tells a wildcard bind from a loopback one.
+  base::UniqueFd any(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(any);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(any.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(any.get(), 1), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::getsockname(any.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  uint16_t port = ntohs(addr.sin_port);
+  EXPECT_THAT(ListenersOnPort(port), testing::ElementsAre(absl::StrCat("0.0.0.0:", port)));
+}
+
 TEST(ServerSecurityTest, TcpNeedsTheBearerTokenAndListensOnLoopbackOnly) {
   httptest::TempDir dir;
   ServerOptions options = httptest::TestOptions(dir);
@@ -135,15 +198,15 @@ TEST(ServerSecurityTest, TcpNeedsTheBearerTokenAndListensOnLoopbackOnly) {
   std::unique_ptr<Server> server = httptest::StartServer(options, PingRouter());
   ASSERT_NE(server, nullptr);
   ASSERT_NE(server->tcp_port(), 0);
+  // The listening socket itself is bound to 127.0.0.1, and it is the only one on that port (a
+  // bind to 0.0.0.0 or :: would show here; the peer address of a loopback connection would not
+  // tell, since a wildcard listener accepts loopback connections too).
+  EXPECT_THAT(ListenersOnPort(server->tcp_port()),
+              testing::ElementsAre(absl::StrCat("127.0.0.1:", server->tcp_port())));
 
   absl::StatusOr<std::unique_ptr<httptest::HttpTestClient>> anonymous =
       httptest::HttpTestClient::ConnectTcp(server->tcp_port());
   ASSERT_TRUE(anonymous.ok()) << anonymous.status();
-  // The peer of our connection is the loopback address the server bound.
-  sockaddr_in peer{};
-  socklen_t len = sizeof(peer);
-  ASSERT_EQ(::getpeername((*anonymous)->fd(), reinterpret_cast<sockaddr*>(&peer), &len), 0);
-  EXPECT_EQ(ntohl(peer.sin_addr.s_addr), INADDR_LOOPBACK);
   absl::StatusOr<httptest::Response> denied = (*anonymous)->Request("GET", "/v1/ping");
   ASSERT_TRUE(denied.ok()) << denied.status();
   EXPECT_EQ(denied->status, 401);
