@@ -30,6 +30,7 @@ struct Options {
   bool all = false;
   bool once = false;
   bool always = false;
+  bool allow_loopback = false;
   int limit = 50;
   std::string mode;
 };
@@ -47,6 +48,13 @@ std::string Clip(std::string text, size_t max) {
     text += "...";
   }
   return text;
+}
+
+// The daemon's warnings (a loopback rule added) go to stderr, JSON output or not.
+void PrintWarnings(const nlohmann::json& j) {
+  for (const std::string& warning : JsonStrings(j, "warnings")) {
+    std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  }
 }
 
 void PrintPolicy(const nlohmann::json& p, const std::string& scope) {
@@ -95,11 +103,15 @@ int ChangeRules(const Options& o, bool add) {
                               "api.github.com)"));
   }
   return WithApi([&](client::ApiClient& api) {
-    absl::StatusOr<client::ApiResponse> r =
-        api.Post(absl::StrCat(prefix, "/rules"), nlohmann::json{{add ? "add" : "remove", rules}});
+    nlohmann::json body{{add ? "add" : "remove", rules}};
+    if (o.allow_loopback) {
+      body["allow_loopback"] = true;
+    }
+    absl::StatusOr<client::ApiResponse> r = api.Post(absl::StrCat(prefix, "/rules"), body);
     if (!r.ok()) {
       return Fail(r.status());
     }
+    PrintWarnings(r->json);
     if (o.json) {
       PrintVerbatim(r->body);
     } else {
@@ -227,6 +239,9 @@ int Approve(const Options& o) {
                  nlohmann::json{{"name", o.args[1]}, {"once", !o.always}});
     if (!r.ok()) {
       return Fail(r.status());
+    }
+    if (std::string note = JsonString(r->json, "note"); !note.empty()) {
+      std::fprintf(stderr, "note: %s\n", note.c_str());
     }
     if (o.json) {
       PrintVerbatim(r->body);
@@ -369,7 +384,13 @@ void AddEgressCommands(CLI::App& app, Action* action) {
       "add",
       "Allow rules: NAME (port 443), *.SUFFIX, NAME:80,443, preset:NAME (pypi, npm, github, "
       "debian, ubuntu, crates, go), ADDRESS:PORT (raw TCP)",
-      [](const Options& o) { return ChangeRules(o, true); }, scoped("[ID] RULE..."));
+      [](const Options& o) { return ChangeRules(o, true); },
+      [&](CLI::App* cmd, Options* o) {
+        scoped("[ID] RULE...")(cmd, o);
+        cmd->add_flag("--allow-loopback", o->allow_loopback,
+                      "Admit loopback address rules (127.0.0.1:PORT, [::1]:PORT): the HOST's "
+                      "own services, reachable from the sandbox (warns)");
+      });
   add(
       "rm", "Remove rules", [](const Options& o) { return ChangeRules(o, false); },
       scoped("[ID] RULE..."));
@@ -385,7 +406,9 @@ void AddEgressCommands(CLI::App& app, Action* action) {
       Approve, [](CLI::App* cmd, Options* o) {
         cmd->add_option("args", o->args, "ID NAME[:PORT]")->expected(2)->required();
         cmd->add_flag("--once", o->once, "One connection (the default)");
-        cmd->add_flag("--always", o->always, "Add the rule NAME[:PORT] to the sandbox's policy");
+        cmd->add_flag("--always", o->always,
+                      "Add the rule NAME[:PORT] to the sandbox's policy (no port: 443; the port "
+                      "the sandbox asked for is never filled in)");
       });
   add("deny", "Keep a refused name blocked for a sandbox and take it out of the queue", Deny,
       [](CLI::App* cmd, Options* o) {

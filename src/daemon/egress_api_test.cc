@@ -230,9 +230,12 @@ TEST_F(EgressApiTest, ApprovalsOnceAllowOneConnectionAndAlwaysAddARule) {
   ASSERT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
   std::string approve = absl::StrCat("/v1/sandboxes/", id, "/egress/approve");
 
-  Response once = Call("POST", approve, {{"name", kUpstream}, {"once", true}});
+  std::string name_port = absl::StrCat(kUpstream, ":", upstream.port());
+  Response once = Call("POST", approve, {{"name", name_port}, {"once", true}});
   ASSERT_EQ(once.status, 200) << once.body;
   EXPECT_EQ(once.Json()["request"]["state"], "approved_once");
+  EXPECT_EQ(once.Json()["request"]["once_port"], upstream.port());
+  EXPECT_FALSE(once.Json().contains("note"));
   EXPECT_TRUE(Queue().empty());
   EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("hello"));
   // Used up: the next connection is refused and asks again.
@@ -240,7 +243,7 @@ TEST_F(EgressApiTest, ApprovalsOnceAllowOneConnectionAndAlwaysAddARule) {
   ASSERT_EQ(Queue().size(), 1u);
   EXPECT_EQ(Queue()[0]["state"], "pending");
 
-  Response always = Call("POST", approve, {{"name", kUpstream}, {"once", false}});
+  Response always = Call("POST", approve, {{"name", name_port}, {"once", false}});
   ASSERT_EQ(always.status, 200) << always.body;
   std::string rule = absl::StrCat(kUpstream, ":", upstream.port());
   EXPECT_EQ(always.Json()["rule"], rule);
@@ -257,6 +260,72 @@ TEST_F(EgressApiTest, ApprovalsOnceAllowOneConnectionAndAlwaysAddARule) {
   EXPECT_THAT(address.body, HasSubstr("--always"));
   EXPECT_EQ(Call("POST", approve, {{"name", "bad name!"}}).status, 400);
   EXPECT_EQ(Call("POST", approve, {{"name", "x.example:99999"}}).status, 400);
+}
+
+TEST_F(EgressApiTest, AnApprovalWithoutAPortIsForTheDefaultPortNeverTheGuests) {
+  StartDaemon();
+  FakeHttpUpstream upstream;
+  std::string id = Create();
+  // The guest asked for upstream.test on its own port; a person approves the bare name.
+  ASSERT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
+  std::string approve = absl::StrCat("/v1/sandboxes/", id, "/egress/approve");
+  Response once = Call("POST", approve, {{"name", kUpstream}, {"once", true}});
+  ASSERT_EQ(once.status, 200) << once.body;
+  EXPECT_EQ(once.Json()["request"]["once_port"], 443);
+  EXPECT_THAT(once.Json()["note"].get<std::string>(),
+              HasSubstr(absl::StrCat("the sandbox asked for port ", upstream.port())));
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
+
+  Response always = Call("POST", approve, {{"name", kUpstream}, {"once", false}});
+  ASSERT_EQ(always.status, 200) << always.body;
+  EXPECT_EQ(always.Json()["rule"], kUpstream);  // port 443
+  EXPECT_THAT(always.Json()["note"].get<std::string>(),
+              HasSubstr(absl::StrCat(kUpstream, ":", upstream.port())));
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
+  EXPECT_EQ(upstream.accepted(), 0);
+
+  // An address is never approved on the port its connection used: the person writes it.
+  Response address = Call("POST", approve, {{"name", "192.0.2.10"}, {"once", false}});
+  EXPECT_EQ(address.status, 400);
+  EXPECT_THAT(address.body, HasSubstr("give the port"));
+  // Single-label names cannot be approved (the host would resolve them under its search
+  // domains); neither can loopback addresses (the host's own).
+  Response single = Call("POST", approve, {{"name", "db"}, {"once", true}});
+  EXPECT_EQ(single.status, 400);
+  EXPECT_THAT(single.body, HasSubstr("not a fully qualified name"));
+  Response loopback = Call("POST", approve, {{"name", "127.0.0.1:5432"}, {"once", false}});
+  EXPECT_EQ(loopback.status, 400);
+  EXPECT_THAT(loopback.body, HasSubstr("--allow-loopback"));
+  nlohmann::json policy = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/policy")).Json();
+  EXPECT_EQ(policy["allow"], nlohmann::json({kUpstream}));
+}
+
+TEST_F(EgressApiTest, LoopbackAddressRulesNeedAllowLoopbackAndWarn) {
+  StartDaemon();
+  std::string id = Create();
+  std::string rules = absl::StrCat("/v1/sandboxes/", id, "/egress/rules");
+  for (const char* rule :
+       {"127.0.0.1:5432", "127.8.9.10:80", "[::1]:22", "[::ffff:127.0.0.1]:22"}) {
+    Response refused = Call("POST", rules, {{"add", {rule}}});
+    EXPECT_EQ(refused.status, 400) << rule;
+    EXPECT_THAT(refused.body, HasSubstr("--allow-loopback")) << rule;
+  }
+  Response put = Call("PUT", "/v1/egress/policy", {{"mode", "allowlist"}, {"allow", {"[::1]:22"}}});
+  EXPECT_EQ(put.status, 400);
+  nlohmann::json policy = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/policy")).Json();
+  EXPECT_TRUE(policy["allow"].empty());
+
+  Response added = Call("POST", rules, {{"add", {"127.0.0.1:5432"}}, {"allow_loopback", true}});
+  ASSERT_EQ(added.status, 200) << added.body;
+  EXPECT_EQ(added.Json()["allow"], nlohmann::json({"127.0.0.1:5432"}));
+  ASSERT_EQ(added.Json()["warnings"].size(), 1u);
+  EXPECT_THAT(added.Json()["warnings"][0].get<std::string>(), HasSubstr("HOST's loopback"));
+  // Stored, it reads back without the flag; removing it needs none either.
+  policy = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/egress/policy")).Json();
+  EXPECT_EQ(policy["allow"], nlohmann::json({"127.0.0.1:5432"}));
+  Response removed = Call("POST", rules, {{"remove", {"127.0.0.1:5432"}}});
+  EXPECT_EQ(removed.status, 200) << removed.body;
+  EXPECT_FALSE(removed.Json().contains("warnings"));
 }
 
 TEST_F(EgressApiTest, DeniedAndIgnoredNamesLeaveTheQueueAndStayDenied) {

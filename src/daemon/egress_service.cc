@@ -109,7 +109,8 @@ absl::StatusOr<net::EgressPolicy> PolicyFromRecord(const store::EgressPolicyReco
     policy.mode = *mode;
   }
   for (const std::string& text : record.allow) {
-    absl::StatusOr<net::Rule> rule = net::ParseRule(text);
+    // Stored rules were admitted when added (a loopback one explicitly, with a warning).
+    absl::StatusOr<net::Rule> rule = net::ParseRule(text, {.allow_loopback = true});
     if (!rule.ok()) {
       return absl::DataLossError(absl::StrCat("stored egress rule: ", rule.status().message()));
     }
@@ -346,10 +347,25 @@ absl::StatusOr<net::EgressPolicy> EgressService::Policy(const EgressScope& scope
   return Load(scope);
 }
 
+std::vector<std::string> LoopbackWarnings(const std::vector<net::Rule>& rules) {
+  std::vector<std::string> out;
+  for (const net::Rule& rule : rules) {
+    if (net::IsLoopbackRule(rule)) {
+      out.push_back(absl::StrCat("rule ", rule.ToString(),
+                                 " lets the sandbox reach the HOST's loopback (its local "
+                                 "services), not the sandbox's own"));
+    }
+  }
+  return out;
+}
+
 absl::Status EgressService::SetPolicy(const EgressScope& scope, const net::EgressPolicy& policy) {
   if (scope.global() && !policy.mode) {
     return absl::InvalidArgumentError(
         "the global egress policy needs a mode: none, allowlist or open");
+  }
+  for (const std::string& warning : LoopbackWarnings(policy.allow)) {
+    spdlog::warn("egress: {}: {}", ScopeName(scope), warning);
   }
   std::lock_guard write(write_mu_);
   store::EgressPolicyRecord record = PolicyToRecord(policy);
@@ -414,18 +430,27 @@ absl::StatusOr<ApprovalResult> EgressService::Approve(const std::string& sandbox
   ABOX_ASSIGN_OR_RETURN(Target target, ParseTarget(name));
   ABOX_ASSIGN_OR_RETURN(std::vector<store::EgressRequest> requests,
                         repo_.ListRequests({.sandbox_id = sandbox_id}));
+  // The port the guest last asked for: named in hints only, never filled in. A person who
+  // approves "name" approves it on the default port; the guest's choice (its SSH, its
+  // database, a port it picked to reach something else) needs the person to write it.
+  std::optional<int> guest_port;
+  for (const store::EgressRequest& r : requests) {
+    if (r.name == target.key && r.port != 0) {
+      guest_port = r.port;
+    }
+  }
   std::optional<int> port;
   if (target.port) {
     port = *target.port;
-  } else {
-    for (const store::EgressRequest& r : requests) {
-      if (r.name == target.key && r.port != 0) {
-        port = r.port;
-      }
-    }
-    if (!port && !target.address) {
-      port = kDefaultPort;
-    }
+  } else if (!target.address) {
+    port = kDefaultPort;
+  }
+  if (!target.address && target.key.find('.') == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", target.key,
+        "\" is not a fully qualified name (no dot): the host would resolve it under its own "
+        "search domains, so it cannot be approved; approve the full name (e.g. ",
+        target.key, ".example.com)"));
   }
   if (target.address && once) {
     return absl::InvalidArgumentError(
@@ -434,11 +459,18 @@ absl::StatusOr<ApprovalResult> EgressService::Approve(const std::string& sandbox
                      " ", target.key, ":PORT --always)"));
   }
   if (!port) {
-    return absl::InvalidArgumentError(absl::StrCat("give the port to allow on ", target.key,
-                                                   ", e.g. abox egress approve ", sandbox_id, " ",
-                                                   target.key, ":5432"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("give the port to allow on ", target.key,
+                     guest_port ? absl::StrCat(" (the sandbox tried port ", *guest_port, ")") : "",
+                     ", e.g. abox egress approve ", sandbox_id, " ", target.key, ":",
+                     guest_port.value_or(5432), " --always"));
   }
   ApprovalResult result;
+  if (!target.port && guest_port && *guest_port != *port) {
+    result.note =
+        absl::StrCat("approved on port ", *port, " only; the sandbox asked for port ", *guest_port,
+                     ": approve ", target.key, ":", *guest_port, " if that port is meant too");
+  }
   if (once) {
     ABOX_ASSIGN_OR_RETURN(
         result.request,

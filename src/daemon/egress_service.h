@@ -55,7 +55,14 @@ struct EgressScope {
 struct ApprovalResult {
   store::EgressRequest request;
   std::string rule;  // the rule added (always); empty for once
+  // Set when the guest asked for another port than the one approved (a name approved without
+  // a port gets the default port, 443, never the guest's).
+  std::string note;
 };
+
+// "rule 127.0.0.1:5432 lets the sandbox reach the HOST's loopback ..." for each loopback
+// address rule in `rules` (admitted only with allow_loopback); also logged when set.
+[[nodiscard]] std::vector<std::string> LoopbackWarnings(const std::vector<net::Rule>& rules);
 
 class EgressService final {
  public:
@@ -98,7 +105,9 @@ class EgressService final {
 
   // --- Requests ---
   // `name` as the guest was refused it: "host", "host:port", "192.0.2.10:5432", "[::1]:22".
-  // once: one connection (names only); always: adds the rule for the name and port.
+  // once: one connection (names only); always: adds the rule for the name and port. Without a
+  // port a name is approved on 443 and an address is refused: the port the guest asked for is
+  // never filled in. Loopback addresses and single-label names cannot be approved.
   [[nodiscard]] absl::StatusOr<ApprovalResult> Approve(const std::string& sandbox_id,
                                                        absl::string_view name, bool once);
   [[nodiscard]] absl::StatusOr<store::EgressRequest> Deny(const std::string& sandbox_id,

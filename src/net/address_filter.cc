@@ -28,6 +28,20 @@ constexpr RangeRow kRanges[] = {
     {"0.0.0.0/8", AddressClass::kUnspecified,
      "\"this network\" 0.0.0.0/8 (RFC 791): Linux connects it to the host itself"},
     {"10.0.0.0/8", AddressClass::kPrivate, "private network 10.0.0.0/8 (RFC 1918)"},
+    // Metadata services first: they sit inside the wider ranges below (or in public space),
+    // and no address rule may open them (ParseRule refuses kCloudMetadata).
+    {"100.100.100.200/32", AddressClass::kCloudMetadata,
+     "Alibaba Cloud instance metadata service 100.100.100.200 (serves the host's credentials)"},
+    {"168.63.129.16/32", AddressClass::kCloudMetadata,
+     "Azure WireServer 168.63.129.16 (VM agent and extension configuration, DNS, health)"},
+    {"169.254.170.2/32", AddressClass::kCloudMetadata,
+     "AWS ECS task metadata and credentials endpoint 169.254.170.2"},
+    {"169.254.170.23/32", AddressClass::kCloudMetadata,
+     "AWS EKS Pod Identity agent 169.254.170.23 (serves credentials)"},
+    {"169.254.0.23/32", AddressClass::kCloudMetadata,
+     "Tencent Cloud instance metadata service 169.254.0.23"},
+    {"192.0.0.192/32", AddressClass::kCloudMetadata,
+     "Oracle Cloud instance metadata service 192.0.0.192"},
     {"100.64.0.0/10", AddressClass::kSharedCgnat,
      "shared address space 100.64.0.0/10 (RFC 6598: carrier-grade NAT, tailnets)"},
     {"127.0.0.0/8", AddressClass::kLoopback, "loopback 127.0.0.0/8: the host itself"},
@@ -36,7 +50,7 @@ constexpr RangeRow kRanges[] = {
     {"169.254.0.0/16", AddressClass::kLinkLocal, "link-local 169.254.0.0/16 (RFC 3927)"},
     {"172.16.0.0/12", AddressClass::kPrivate, "private network 172.16.0.0/12 (RFC 1918)"},
     {"192.0.0.0/24", AddressClass::kIetfProtocol,
-     "IETF protocol assignments 192.0.0.0/24 (RFC 6890; includes Oracle Cloud metadata)"},
+     "IETF protocol assignments 192.0.0.0/24 (RFC 6890)"},
     {"192.0.2.0/24", AddressClass::kDocumentation, "documentation TEST-NET-1 192.0.2.0/24"},
     {"192.88.99.0/24", AddressClass::kReserved,
      "deprecated 6to4 relay anycast 192.88.99.0/24 (RFC 7526)"},
@@ -62,6 +76,8 @@ constexpr RangeRow kRanges[] = {
     {"3fff::/20", AddressClass::kDocumentation, "documentation 3fff::/20 (RFC 9637)"},
     {"fd00:ec2::254/128", AddressClass::kCloudMetadata,
      "cloud instance metadata service fd00:ec2::254 (serves the host's credentials)"},
+    {"fd00:ec2::23/128", AddressClass::kCloudMetadata,
+     "AWS EKS Pod Identity agent fd00:ec2::23 (serves credentials)"},
     {"fc00::/7", AddressClass::kUniqueLocal, "unique local fc00::/7 (RFC 4193)"},
     {"fe80::/10", AddressClass::kLinkLocal, "link-local fe80::/10"},
     {"fec0::/10", AddressClass::kPrivate, "deprecated site-local fec0::/10 (RFC 3879)"},
@@ -218,6 +234,27 @@ std::optional<std::string> RefusalReason(const IpAddress& address) {
     return std::nullopt;
   }
   return std::move(verdict.reason);
+}
+
+std::optional<IpAddress> EmbeddedIpv4(const IpAddress& address) {
+  for (const ParsedRow& row : Table()) {
+    if (row.row->embedded != Embedded::kNone && InPrefix(address, row)) {
+      return EmbeddedV4(address, row.row->embedded);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> HostAddressReason(const IpAddress& address,
+                                             const std::vector<IpAddress>& host_addresses) {
+  std::optional<IpAddress> inner = EmbeddedIpv4(address);
+  for (const IpAddress& own : host_addresses) {
+    if (own == address || (inner && own == *inner)) {
+      return absl::StrCat("an address of this host (", own.ToString(),
+                          " is on one of its network interfaces)");
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<IpAddress> ParseIpLiteralHost(absl::string_view host) {

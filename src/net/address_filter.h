@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 
@@ -55,7 +56,7 @@ enum class AddressClass : uint8_t {
   kPrivate,        // RFC 1918, local-use NAT64, site-local
   kSharedCgnat,    // 100.64/10: carrier-grade NAT, also Tailscale-style tailnets
   kLinkLocal,      // 169.254/16, fe80::/10
-  kCloudMetadata,  // 169.254.169.254, fd00:ec2::254: instance credentials
+  kCloudMetadata,  // 169.254.169.254, fd00:ec2::254, 168.63.129.16, 100.100.100.200, ...
   kIetfProtocol,   // 192.0.0/24
   kDocumentation,  // TEST-NETs, 2001:db8::/32, 3fff::/20
   kBenchmarking,   // 198.18/15
@@ -83,6 +84,15 @@ AddressVerdict ClassifyAddress(const IpAddress& address);
 
 // Why the proxy must not connect to `address`, or nullopt when it may.
 std::optional<std::string> RefusalReason(const IpAddress& address);
+
+// The IPv4 address an IPv4-mapped, NAT64 or 6to4 IPv6 address embeds; nullopt otherwise.
+std::optional<IpAddress> EmbeddedIpv4(const IpAddress& address);
+
+// Why `address` must be refused as one of the host's own (`host_addresses`, its interface
+// addresses at decision time; compared also by the IPv4 an IPv6 form embeds), or nullopt. A
+// public address on the host's NIC reaches the host's own services just as loopback does.
+std::optional<std::string> HostAddressReason(const IpAddress& address,
+                                             const std::vector<IpAddress>& host_addresses);
 
 // Host-name text that is an IP literal: "1.2.3.4", "2001:db8::1" or "[2001:db8::1]".
 std::optional<IpAddress> ParseIpLiteralHost(absl::string_view host);

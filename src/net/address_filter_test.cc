@@ -68,6 +68,33 @@ TEST(AddressFilterTest, NamesTheMetadataServiceSpecially) {
   EXPECT_EQ(AddressClassName(AddressClass::kCloudMetadata), "cloud-metadata");
 }
 
+TEST(AddressFilterTest, RefusesEveryKnownCloudMetadataAddress) {
+  // 168.63.129.16 sits in public space and 100.100.100.200 in CGNAT, which an address rule
+  // could open: as metadata, neither can ever be allowed.
+  for (const char* text :
+       {"168.63.129.16", "100.100.100.200", "169.254.170.2", "169.254.170.23", "169.254.0.23",
+        "192.0.0.192", "fd00:ec2::23", "::ffff:168.63.129.16", "64:ff9b::a83f:8110"}) {
+    EXPECT_EQ(ClassOf(text), AddressClass::kCloudMetadata) << text;
+  }
+  EXPECT_EQ(ClassOf("168.63.129.15"), AddressClass::kPublic);
+  EXPECT_EQ(ClassOf("168.63.129.17"), AddressClass::kPublic);
+  EXPECT_EQ(ClassOf("100.100.100.201"), AddressClass::kSharedCgnat);
+  EXPECT_EQ(ClassOf("192.0.0.193"), AddressClass::kIetfProtocol);
+}
+
+TEST(AddressFilterTest, RefusesTheHostsOwnAddressesInEveryForm) {
+  std::vector<IpAddress> own = {*IpAddress::Parse("93.184.216.34"),
+                                *IpAddress::Parse("2606:2800:220:1::1")};
+  for (const char* text : {"93.184.216.34", "::ffff:93.184.216.34", "64:ff9b::5db8:d822",
+                           "2002:5db8:d822::1", "2606:2800:220:1::1"}) {
+    std::optional<std::string> why = HostAddressReason(*IpAddress::Parse(text), own);
+    ASSERT_TRUE(why.has_value()) << text;
+    EXPECT_NE(why->find("an address of this host"), std::string::npos) << *why;
+  }
+  EXPECT_EQ(HostAddressReason(*IpAddress::Parse("93.184.216.35"), own), std::nullopt);
+  EXPECT_EQ(HostAddressReason(*IpAddress::Parse("93.184.216.34"), {}), std::nullopt);
+}
+
 TEST(AddressFilterTest, AllowsPublicAddresses) {
   for (const char* text : {"1.1.1.1", "8.8.8.8", "93.184.215.14", "2606:4700:4700::1111",
                            "2a00:1450:4001:80b::200e", "2001:4860:4860::8888"}) {

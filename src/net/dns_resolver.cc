@@ -98,13 +98,13 @@ std::optional<std::string> DnsResolver::Answer(absl::string_view message) const 
                   Verdict::kDenied, "egress is off for this sandbox (mode none)");
   }
   Decision decision = DecideNameAnyPort(policy, record.name);
-  if (!decision.allowed && options_.policy.has_once && NormalizeHostName(record.name).ok() &&
-      options_.policy.has_once(record.name)) {
+  if (!decision.allowed && decision.rule_can_allow && options_.policy.has_once &&
+      NormalizeHostName(record.name).ok() && options_.policy.has_once(record.name)) {
     decision = Decision{true, "approved once", ""};
   }
   if (!decision.allowed) {
-    // Only a valid host name can become an "ask to allow" request (a rule could name it).
-    if (NormalizeHostName(record.name).ok()) {
+    // Only a name a rule could allow becomes an "ask to allow" request.
+    if (decision.rule_can_allow && NormalizeHostName(record.name).ok()) {
       options_.sink->OnDenied(options_.sandbox_id, record.name, 0, decision.reason);
     }
     return finish(BuildErrorResponse(*query, DnsRcode::kNxDomain), DnsRcode::kNxDomain,
@@ -125,7 +125,7 @@ std::optional<std::string> DnsResolver::Answer(absl::string_view message) const 
     return finish(BuildErrorResponse(*query, rcode), rcode, Verdict::kError,
                   std::string(resolution.status().message()));
   }
-  FilteredAddresses filtered = FilterAddresses(*resolution);
+  FilteredAddresses filtered = options_.resolver->Filter(*resolution);
   record.via_override = filtered.from_override;
   if (filtered.usable.empty()) {
     return finish(BuildNoDataResponse(*query), DnsRcode::kNoError, Verdict::kDenied,

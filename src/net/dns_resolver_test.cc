@@ -54,8 +54,15 @@ class DnsResolverTest : public ::testing::Test {
   std::shared_ptr<const HostResolver> Resolver() {
     HostResolver::Options options;
     options.override_map = {{"fake.test", {Ip("127.0.0.1")}}};
-    options.lookup = [](const std::string& name,
-                        absl::Time) -> absl::StatusOr<std::vector<IpAddress>> {
+    options.interface_addresses = [this]() -> absl::StatusOr<std::vector<IpAddress>> {
+      return interfaces_;
+    };
+    options.lookup = [this](const std::string& name,
+                            absl::Time) -> absl::StatusOr<std::vector<IpAddress>> {
+      looked_up_.push_back(name);
+      if (name == "db") {
+        return std::vector<IpAddress>{Ip("93.184.216.34")};  // as a search domain would
+      }
       if (name == "api.example.com" || name == "cdn.example.com") {
         return std::vector<IpAddress>{Ip("93.184.216.34"), Ip("2606:2800:220:1::1")};
       }
@@ -87,6 +94,8 @@ class DnsResolverTest : public ::testing::Test {
 
   testing::MutablePolicy policy_;
   std::function<bool(const std::string&)> has_once_;
+  std::vector<IpAddress> interfaces_ = {Ip("127.0.0.1"), Ip("::1")};
+  std::vector<std::string> looked_up_;
   std::shared_ptr<RecordingSink> sink_ = std::make_shared<RecordingSink>();
 };
 
@@ -125,6 +134,28 @@ TEST_F(DnsResolverTest, AnswersNxDomainForADeniedNameAndReportsIt) {
   ASSERT_EQ(sink_->denials().size(), 1u);
   EXPECT_EQ(sink_->denials()[0].name, "c2vjcmv0.denied.example");
   EXPECT_EQ(sink_->denials()[0].port, 0);
+}
+
+TEST_F(DnsResolverTest, OpenModeNeverResolvesASingleLabelName) {
+  SetPolicy({}, EgressPolicy::Mode::kOpen);
+  looked_up_.clear();
+  DnsResponse r = Ask("db", kDnsTypeA);
+  EXPECT_EQ(r.rcode, DnsRcode::kNxDomain);
+  EXPECT_TRUE(looked_up_.empty());  // the host's resolver (and its search list) never asked
+  ASSERT_EQ(sink_->dns().size(), 1u);
+  EXPECT_NE(sink_->dns()[0].reason.find("not a fully qualified name"), std::string::npos);
+  EXPECT_TRUE(sink_->denials().empty());  // no rule could allow it: not queued
+}
+
+TEST_F(DnsResolverTest, AnswersNoDataWhenTheNameResolvesToTheHostsOwnAddress) {
+  SetPolicy({"api.example.com"});
+  interfaces_ = {Ip("127.0.0.1"), Ip("93.184.216.34"), Ip("2606:2800:220:1::1")};
+  DnsResponse r = Ask("api.example.com", kDnsTypeA);
+  EXPECT_EQ(r.rcode, DnsRcode::kNoError);
+  EXPECT_TRUE(r.answers.empty());
+  ASSERT_EQ(sink_->dns().size(), 1u);
+  EXPECT_NE(sink_->dns()[0].reason.find("an address of this host"), std::string::npos)
+      << sink_->dns()[0].reason;
 }
 
 TEST_F(DnsResolverTest, AnswersFormErrToAMalformedQuery) {

@@ -1,5 +1,6 @@
 #include "src/net/egress_connection.h"
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/net/host_name.h"
 #include "src/net/http_request_head.h"
+#include "src/net/http_request_stream.h"
 #include "src/net/policy.h"
 #include "src/net/splice.h"
 #include "src/net/tls_client_hello.h"
@@ -94,6 +96,37 @@ struct Sniffer {
 
 std::string PortSuffix(uint16_t port) { return port == 443 ? "" : absl::StrCat(":", port); }
 
+// What the guest gets instead of a refused request: 403 for what the policy refuses on this
+// connection, 400 for framing the proxy cannot follow.
+std::string RefusalResponse(const absl::Status& why) {
+  std::string body = absl::StrCat("abox: ", why.message(), "\n");
+  return absl::IsPermissionDenied(why) ? HttpErrorResponse(403, "Forbidden", body)
+                                       : HttpErrorResponse(400, "Bad Request", body);
+}
+
+std::string OriginForm(const HttpRequestHead& head, const std::string& bytes);
+
+// The requests after the first on a plain-HTTP connection (or inside a CONNECT) must name the
+// host the connection was allowed for (and on the proxy port, its port): an upstream that
+// serves many sites (a CDN) would otherwise route them anywhere. `origin_form`: rewrite
+// absolute-form targets as the first request's was.
+std::unique_ptr<HttpRequestStream> CheckEveryRequest(std::string host, std::optional<uint16_t> port,
+                                                     bool origin_form) {
+  return std::make_unique<HttpRequestStream>(
+      [host = std::move(host), port, origin_form](
+          const HttpRequestHead& head, absl::string_view raw) -> absl::StatusOr<std::string> {
+        const HttpDestination& d = head.destination;
+        if (d.host != host || (port && d.port != *port)) {
+          return absl::PermissionDeniedError(absl::StrCat(
+              "this connection was allowed for ", host, port ? absl::StrCat(":", *port) : "",
+              "; a request on it for ", QuoteForLog(d.host), ":", d.port,
+              " is refused (send requests for another host on a new connection)"));
+        }
+        std::string bytes(raw);
+        return origin_form ? OriginForm(head, bytes) : bytes;
+      });
+}
+
 class Connection {
  public:
   Connection(const ConnectionContext& ctx, TunnelStream& stream) : ctx_(ctx), stream_(stream) {
@@ -133,17 +166,23 @@ class Connection {
       drained += *n;
     }
   }
-  // The policy refused `name`:`port`: tell the sink, and the guest (403 or reset).
-  void Deny(const std::string& name, uint16_t port, const std::string& why, bool http) {
-    ctx_.sink->OnDenied(ctx_.sandbox_id, name, port, why);
+  // The policy refused `name`:`port`: tell the sink (when a rule could allow it), and the
+  // guest (403 or reset).
+  void Deny(const std::string& name, uint16_t port, const Decision& d, bool http) {
+    const std::string& why = d.reason;
+    if (d.rule_can_allow) {
+      ctx_.sink->OnDenied(ctx_.sandbox_id, name, port, why);
+    }
     if (!http) {
       Reset(Verdict::kDenied, why);
       return;
     }
-    std::string body =
-        absl::StrCat("abox: sandbox ", ctx_.sandbox_id, " may not connect to ", name, ":", port,
-                     ".\n", why, "\nTo allow it, run on the host: abox egress approve ",
-                     ctx_.sandbox_id, " ", name, PortSuffix(port), "\n");
+    std::string body = absl::StrCat("abox: sandbox ", ctx_.sandbox_id, " may not connect to ", name,
+                                    ":", port, ".\n", why, "\n");
+    if (d.rule_can_allow) {
+      absl::StrAppend(&body, "To allow it, run on the host: abox egress approve ", ctx_.sandbox_id,
+                      " ", name, PortSuffix(port), "\n");
+    }
     Respond(403, "Forbidden", body, Verdict::kDenied, why);
   }
   void Fail(const absl::Status& status, bool http) {
@@ -162,7 +201,8 @@ class Connection {
 
   [[nodiscard]] Decision DecideName(const std::string& name, uint16_t port) const {
     Decision d = Decide(policy_, name, port);
-    if (!d.allowed && ctx_.policy->take_once && ctx_.policy->take_once(name, port)) {
+    if (!d.allowed && d.rule_can_allow && ctx_.policy->take_once &&
+        ctx_.policy->take_once(name, port)) {
       return Decision{true, "approved once", ""};
     }
     return d;
@@ -176,7 +216,7 @@ class Connection {
       return absl::Status(resolution.status().code(), absl::StrCat("cannot resolve ", name, ": ",
                                                                    resolution.status().message()));
     }
-    FilteredAddresses filtered = FilterAddresses(*resolution);
+    FilteredAddresses filtered = ctx_.resolver->Filter(*resolution);
     record_.via_override = filtered.from_override;
     if (filtered.usable.empty()) {
       return absl::PermissionDeniedError(OnlyRefusedReason(name, filtered));
@@ -194,16 +234,29 @@ class Connection {
     return up;
   }
 
-  void SpliceWith(UpstreamConnection up, absl::string_view first_up) {
+  void SpliceWith(UpstreamConnection up, absl::string_view first_up,
+                  std::unique_ptr<HttpRequestStream> http = nullptr) {
     SpliceOptions options;
     options.idle_timeout = ctx_.limits.idle_timeout;
     options.cancel_fd = ctx_.cancel_fd;
     options.first_up = first_up;
+    if (http != nullptr) {
+      // Every request on a plain-HTTP connection is checked, not only the one decided on.
+      options.filter_up = [stream = http.get()](absl::string_view in, std::string* out) {
+        return stream->Feed(in, out);
+      };
+      options.refusal_reply = [](const absl::Status& why) { return RefusalResponse(why); };
+    }
     SpliceResult result = Splice(stream_, std::move(up.fd), options);
     record_.verdict = Verdict::kAllowed;
     record_.bytes_up = result.bytes_up;
     record_.bytes_down = result.bytes_down;
     record_.reason = result.ended;
+    if (!result.refused.ok()) {
+      record_.verdict =
+          absl::IsPermissionDenied(result.refused) ? Verdict::kDenied : Verdict::kError;
+      record_.reason = absl::StrCat("after ", http->requests(), " request(s): ", result.ended);
+    }
   }
 
   void RunTls(Sniffer& sniffer);
@@ -325,7 +378,7 @@ void Connection::RunTls(Sniffer& sniffer) {
   record_.port = port;
   Decision d = DecideName(name, port);
   if (!d.allowed) {
-    return Deny(name, port, d.reason, /*http=*/false);
+    return Deny(name, port, d, /*http=*/false);
   }
   record_.matched_rule = d.matched_rule;
   absl::StatusOr<UpstreamConnection> up = ConnectName(name, port);
@@ -338,6 +391,17 @@ void Connection::RunTls(Sniffer& sniffer) {
 void Connection::RunHttp(Sniffer& sniffer) {
   const HttpRequestHead& head = sniffer.http.Feed("").head;
   const TunnelInfo& info = stream_.info();
+  // Framing the proxy cannot follow, or an Upgrade: refused before connecting.
+  if (absl::StatusOr<RequestFraming> framing = CheckRequestFraming(head); !framing.ok()) {
+    record_.name = head.destination.host;
+    record_.port = head.destination.port;
+    std::string why(framing.status().message());
+    Verdict verdict =
+        absl::IsPermissionDenied(framing.status()) ? Verdict::kDenied : Verdict::kError;
+    return absl::IsPermissionDenied(framing.status())
+               ? Respond(403, "Forbidden", absl::StrCat("abox: ", why, "\n"), verdict, why)
+               : Respond(400, "Bad Request", absl::StrCat("abox: ", why, "\n"), verdict, why);
+  }
   // Transparent: the port the guest's bytes were going to; proxy port: the request's.
   uint16_t port =
       info.kind == TunnelInfo::Kind::kTransparent ? info.original_port : head.destination.port;
@@ -351,14 +415,14 @@ void Connection::RunHttp(Sniffer& sniffer) {
     std::optional<IpAddress> ip = IpAddress::Parse(host);
     Decision d = ip ? DecideAddress(policy_, *ip, port) : Decision{false, "", "bad address"};
     if (!d.allowed) {
-      return Deny(ip ? ip->ToUriHost() : host, port, d.reason, /*http=*/true);
+      return Deny(ip ? ip->ToUriHost() : host, port, d, /*http=*/true);
     }
     record_.matched_rule = d.matched_rule;
     up = ConnectAddresses({*ip}, port);
   } else {
     Decision d = DecideName(host, port);
     if (!d.allowed) {
-      return Deny(host, port, d.reason, /*http=*/true);
+      return Deny(host, port, d, /*http=*/true);
     }
     record_.matched_rule = d.matched_rule;
     up = ConnectName(host, port);
@@ -366,7 +430,11 @@ void Connection::RunHttp(Sniffer& sniffer) {
   if (!up.ok()) {
     return Fail(up.status(), /*http=*/true);
   }
-  SpliceWith(std::move(*up), OriginForm(head, sniffer.http.bytes()));
+  bool proxy_port = info.kind != TunnelInfo::Kind::kTransparent;
+  // The sniffed bytes (the first request and whatever followed it) go through the same check.
+  SpliceWith(std::move(*up), sniffer.http.bytes(),
+             CheckEveryRequest(host, proxy_port ? std::optional<uint16_t>(port) : std::nullopt,
+                               /*origin_form=*/true));
 }
 
 void Connection::RunConnect(Sniffer& sniffer) {
@@ -379,7 +447,7 @@ void Connection::RunConnect(Sniffer& sniffer) {
       head.destination.is_ip_literal ? IpAddress::Parse(host) : std::nullopt;
   Decision d = ip ? DecideAddress(policy_, *ip, port) : DecideName(host, port);
   if (!d.allowed) {
-    return Deny(ip ? ip->ToUriHost() : host, port, d.reason, /*http=*/true);
+    return Deny(ip ? ip->ToUriHost() : host, port, d, /*http=*/true);
   }
   record_.matched_rule = d.matched_rule;
   absl::StatusOr<UpstreamConnection> up =
@@ -413,7 +481,9 @@ void Connection::RunConnect(Sniffer& sniffer) {
   if (what == Sniffed::kHttp) {
     const std::string& inner_host = inner.http.Feed("").head.destination.host;
     if (inner_host == host) {
-      return SpliceWith(std::move(*up), inner.http.bytes());
+      // Plain HTTP inside the tunnel: every request in it is checked the same way.
+      return SpliceWith(std::move(*up), inner.http.bytes(),
+                        CheckEveryRequest(host, std::nullopt, /*origin_form=*/false));
     }
     return Reset(Verdict::kDenied,
                  absl::StrCat("CONNECT to ", host, " but the tunnelled HTTP request names ",

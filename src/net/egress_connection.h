@@ -14,8 +14,12 @@
 //     going), the request's port for kHttpProxy and for CONNECT.
 //  5. Refused by policy: HTTP and CONNECT get a 403 naming the host and how to allow it, TLS
 //     and raw TCP a reset; the sink hears OnDenied.
-//  6. Allowed: resolve on the host, drop refused addresses (only the test override skips this),
-//     connect, forward the sniffed bytes unchanged, splice.
+//  6. Allowed: resolve on the host, drop refused addresses and the host's own (only the test
+//     override skips this), connect, forward the sniffed bytes unchanged, splice.
+//  7. Plain HTTP (and plain HTTP inside a CONNECT): every later request on the connection is
+//     checked too (HttpRequestStream): another host gets a 403 after the earlier answers; bad
+//     framing a 400; Upgrade and CONNECT a 403. Framing / Upgrade of the first request are
+//     refused before connecting.
 #pragma once
 
 #include <string>

@@ -9,16 +9,24 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/net/testing/proxy_fixture.h"
 #include "src/net/testing/socket_tunnel.h"
 #include "src/net/testing/tls_peers.h"
 
 namespace abox::net {
 namespace {
 
+using testing::EgressProxyTest;
 using testing::FakeHttpUpstream;
 using testing::FakeTlsUpstream;
+using testing::Get;
+using testing::Guest;
 using ::testing::HasSubstr;
+using testing::kGuestSaid;
+using testing::kLoopback;
 using testing::LoopbackServer;
+using ::testing::Not;
+using testing::ProxyPort;
 using testing::ReadToEof;
 using testing::ReadUntil;
 using testing::RecordingSink;
@@ -27,44 +35,8 @@ using testing::SendAllTo;
 using testing::SocketTunnel;
 using ::testing::StartsWith;
 using testing::TlsExchange;
+using testing::Transparent;
 using testing::TunnelObservations;
-
-const IpAddress kLoopback = *IpAddress::Parse("127.0.0.1");
-// Where the guest believed it was connecting (documentation range): the proxy must not use it
-// for named connections.
-const IpAddress kGuestSaid = *IpAddress::Parse("192.0.2.10");
-
-TunnelInfo Transparent(uint16_t port, IpAddress ip = kGuestSaid) {
-  TunnelInfo info;
-  info.kind = TunnelInfo::Kind::kTransparent;
-  info.original_ip = ip;
-  info.original_port = port;
-  return info;
-}
-
-TunnelInfo ProxyPort() {
-  TunnelInfo info;
-  info.kind = TunnelInfo::Kind::kHttpProxy;
-  return info;
-}
-
-std::string Get(const std::string& host, const std::string& path = "/x") {
-  return absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: ", host, "\r\nUser-Agent: t\r\n\r\n");
-}
-
-struct Guest {
-  base::UniqueFd fd;
-  std::shared_ptr<TunnelObservations> seen;
-
-  bool was_reset() const {
-    std::lock_guard<std::mutex> lock(seen->mu);
-    return seen->reset;
-  }
-  std::string reset_reason() const {
-    std::lock_guard<std::mutex> lock(seen->mu);
-    return seen->reset_reason;
-  }
-};
 
 int ThreadCount() {
   std::ifstream status("/proc/self/status");
@@ -76,63 +48,6 @@ int ThreadCount() {
   }
   return -1;
 }
-
-class EgressProxyTest : public ::testing::Test {
- protected:
-  void SetPolicy(const std::vector<std::string>& rules,
-                 EgressPolicy::Mode mode = EgressPolicy::Mode::kAllowlist) {
-    policy_.Set(rules, mode);
-  }
-
-  // `lookup` plays the host's DNS for names outside the override (no internet in tests):
-  // its answers are NOT flagged as override, so they take the real filter path.
-  std::unique_ptr<EgressProxy> MakeProxy(ResolverOverride overrides,
-                                         ResolverOverride lookup_answers = {},
-                                         EgressLimits limits = {}) {
-    HostResolver::Options resolver_options;
-    resolver_options.override_map = std::move(overrides);
-    resolver_options.lookup = [answers = std::move(lookup_answers)](
-                                  const std::string& name,
-                                  absl::Time) -> absl::StatusOr<std::vector<IpAddress>> {
-      auto it = answers.find(name);
-      if (it == answers.end()) {
-        return absl::NotFoundError(absl::StrCat(name, ": no such name (test)"));
-      }
-      return it->second;
-    };
-    absl::StatusOr<std::unique_ptr<HostResolver>> resolver =
-        HostResolver::Create(std::move(resolver_options));
-    EXPECT_TRUE(resolver.ok()) << resolver.status();
-    EgressProxy::Options options;
-    options.sandbox_id = "sb1";
-    options.policy = policy_.Source();
-    options.policy.take_once = take_once_;
-    options.resolver = std::move(*resolver);
-    options.sink = sink_;
-    options.limits = limits;
-    absl::StatusOr<std::unique_ptr<EgressProxy>> proxy = EgressProxy::Create(std::move(options));
-    EXPECT_TRUE(proxy.ok()) << proxy.status();
-    return std::move(*proxy);
-  }
-
-  Guest Open(EgressProxy& proxy, TunnelInfo info) {
-    auto [tunnel, fd] = SocketTunnel::Make(info);
-    Guest guest{std::move(fd), tunnel->observations()};
-    proxy.Handle(std::move(tunnel));
-    return guest;
-  }
-
-  // Sends an HTTP request as the guest and returns everything the proxy answered.
-  std::string HttpExchange(EgressProxy& proxy, TunnelInfo info, const std::string& request) {
-    Guest guest = Open(proxy, info);
-    EXPECT_TRUE(SendAllTo(guest.fd.get(), request));
-    return ReadToEof(guest.fd.get());
-  }
-
-  testing::MutablePolicy policy_;
-  std::function<bool(const std::string&, uint16_t)> take_once_;
-  std::shared_ptr<RecordingSink> sink_ = std::make_shared<RecordingSink>();
-};
 
 TEST_F(EgressProxyTest, CompletesTlsHandshakeWhenSniIsAllowed) {
   FakeTlsUpstream upstream("secure.test");
@@ -478,6 +393,23 @@ TEST_F(EgressProxyTest, OpenModeAllowsAnyNameButStillRefusesPrivateAddresses) {
       EXPECT_EQ(r.verdict, Verdict::kDenied);
     }
   }
+}
+
+TEST_F(EgressProxyTest, OpenModeRefusesASingleLabelNameWithoutResolvingIt) {
+  FakeHttpUpstream upstream;
+  SetPolicy({}, EgressPolicy::Mode::kOpen);
+  // Were "db" resolved, it would reach the upstream (as a search domain could make it reach a
+  // host on the host's network).
+  auto proxy = MakeProxy({{"db", {kLoopback}}});
+  std::string reply = HttpExchange(*proxy, Transparent(upstream.port()), Get("db"));
+  EXPECT_THAT(reply, StartsWith("HTTP/1.1 403 Forbidden\r\n"));
+  EXPECT_THAT(reply, HasSubstr("not a fully qualified name"));
+  EXPECT_THAT(reply, Not(HasSubstr("abox egress approve")));
+  EXPECT_EQ(upstream.accepted(), 0);
+  std::vector<ConnectionRecord> records = sink_->WaitForConnections(1);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].verdict, Verdict::kDenied);
+  EXPECT_TRUE(sink_->denials().empty());
 }
 
 TEST_F(EgressProxyTest, Answers400ToAmbiguousHttp) {

@@ -1,5 +1,6 @@
 #include "src/net/host_resolver.h"
 
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
@@ -45,7 +47,8 @@ absl::StatusOr<std::vector<IpAddress>> RunGetAddrInfo(const std::string& name) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* list = nullptr;
-  int rc = getaddrinfo(name.c_str(), nullptr, &hints, &list);
+  std::string absolute = AbsoluteLookupName(name);
+  int rc = getaddrinfo(absolute.c_str(), nullptr, &hints, &list);
   if (rc != 0) {
     std::string what = absl::StrCat("getaddrinfo(", name, "): ", gai_strerror(rc));
     switch (rc) {
@@ -84,6 +87,42 @@ absl::StatusOr<std::vector<IpAddress>> RunGetAddrInfo(const std::string& name) {
 }
 
 }  // namespace
+
+std::string AbsoluteLookupName(absl::string_view name) {
+  return absl::EndsWith(name, ".") ? std::string(name) : absl::StrCat(name, ".");
+}
+
+absl::StatusOr<std::vector<IpAddress>> SystemInterfaceAddresses() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) {
+    return base::ErrnoError("getifaddrs");
+  }
+  std::vector<IpAddress> out;
+  for (const ifaddrs* ifa = list; ifa != nullptr; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == nullptr) {
+      continue;
+    }
+    std::optional<IpAddress> address;
+    if (ifa->ifa_addr->sa_family == AF_INET) {
+      sockaddr_in sin;
+      std::memcpy(&sin, ifa->ifa_addr, sizeof(sin));
+      std::array<uint8_t, 4> bytes;
+      std::memcpy(bytes.data(), &sin.sin_addr, 4);
+      address = IpAddress::V4(bytes);
+    } else if (ifa->ifa_addr->sa_family == AF_INET6) {
+      sockaddr_in6 sin6;
+      std::memcpy(&sin6, ifa->ifa_addr, sizeof(sin6));
+      std::array<uint8_t, 16> bytes;
+      std::memcpy(bytes.data(), &sin6.sin6_addr, 16);
+      address = IpAddress::V6(bytes);
+    }
+    if (address && std::find(out.begin(), out.end(), *address) == out.end()) {
+      out.push_back(*address);
+    }
+  }
+  ::freeifaddrs(list);
+  return out;
+}
 
 absl::StatusOr<ResolverOverride> ParseResolverOverride(absl::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
@@ -162,6 +201,9 @@ absl::StatusOr<std::unique_ptr<HostResolver>> HostResolver::Create(Options optio
   if (!options.lookup) {
     options.lookup = SystemLookup;
   }
+  if (!options.interface_addresses) {
+    options.interface_addresses = SystemInterfaceAddresses;
+  }
   return std::unique_ptr<HostResolver>(new HostResolver(std::move(options)));
 }
 
@@ -188,7 +230,25 @@ absl::StatusOr<Resolution> HostResolver::Resolve(absl::string_view raw_name,
   return resolution;
 }
 
-FilteredAddresses FilterAddresses(const Resolution& resolution) {
+FilteredAddresses HostResolver::Filter(const Resolution& resolution) const {
+  if (resolution.from_override) {
+    return FilterAddresses(resolution);
+  }
+  absl::StatusOr<std::vector<IpAddress>> own = options_.interface_addresses();
+  if (!own.ok()) {
+    FilteredAddresses out;
+    for (const IpAddress& address : resolution.addresses) {
+      out.refused.push_back(absl::StrCat(
+          address.ToString(),
+          " (cannot tell whether it is this host's own: ", own.status().message(), ")"));
+    }
+    return out;
+  }
+  return FilterAddresses(resolution, *own);
+}
+
+FilteredAddresses FilterAddresses(const Resolution& resolution,
+                                  const std::vector<IpAddress>& host_addresses) {
   FilteredAddresses out;
   out.from_override = resolution.from_override;
   for (const IpAddress& address : resolution.addresses) {
@@ -196,7 +256,11 @@ FilteredAddresses FilterAddresses(const Resolution& resolution) {
       out.usable.push_back(address);
       continue;
     }
-    if (std::optional<std::string> why = RefusalReason(address)) {
+    std::optional<std::string> why = RefusalReason(address);
+    if (!why) {
+      why = HostAddressReason(address, host_addresses);
+    }
+    if (why) {
       out.refused.push_back(absl::StrCat(address.ToString(), " (", *why, ")"));
     } else {
       out.usable.push_back(address);

@@ -38,13 +38,28 @@ using ResolverOverride = std::map<std::string, std::vector<IpAddress>>;
 // needs 1..16 address literals. Errors name the offending key or value.
 [[nodiscard]] absl::StatusOr<ResolverOverride> ParseResolverOverride(absl::string_view json);
 
-// getaddrinfo(name) for A and AAAA, bounded by `deadline`. getaddrinfo cannot be cancelled,
-// so it runs on a detached worker thread that outlives a missed deadline (the glibc stub gives
-// up on its own after its timeouts); at most kMaxLookupsInFlight such threads exist.
+// The name handed to getaddrinfo for `name`: absolute (a trailing dot), so the host's resolver
+// never tries it under its search domains ("db" or "db.internal" becoming
+// "db.internal.corp.example", a host on the host's own network).
+std::string AbsoluteLookupName(absl::string_view name);
+
+// The host's own interface addresses now (getifaddrs), every family, up or down.
+[[nodiscard]] absl::StatusOr<std::vector<IpAddress>> SystemInterfaceAddresses();
+
+// getaddrinfo(AbsoluteLookupName(name)) for A and AAAA, bounded by `deadline`. getaddrinfo cannot
+// be cancelled, so it runs on a detached worker thread that outlives a missed deadline (the glibc
+// stub gives up on its own after its timeouts); at most kMaxLookupsInFlight such threads exist.
 // NotFound when the name does not exist, DeadlineExceeded, Unavailable (temporary failure or
 // too many lookups in flight), Internal otherwise.
 [[nodiscard]] absl::StatusOr<std::vector<IpAddress>> SystemLookup(const std::string& name,
                                                                   absl::Time deadline);
+
+struct FilteredAddresses {
+  std::vector<IpAddress> usable;
+  // One "address (reason)" per refused address, for logs and the guest-facing explanation.
+  std::vector<std::string> refused;
+  bool from_override = false;
+};
 
 // Thread-safe (immutable after Create); one per daemon, shared by every sandbox's proxy.
 class HostResolver final {
@@ -54,9 +69,14 @@ class HostResolver final {
   using Lookup =
       std::function<absl::StatusOr<std::vector<IpAddress>>(const std::string&, absl::Time)>;
 
+  // The host's own addresses, asked at every decision (interfaces come and go). Tests inject
+  // them; an error refuses every resolved address (the filter cannot tell which are the host's).
+  using InterfaceAddresses = std::function<absl::StatusOr<std::vector<IpAddress>>()>;
+
   struct Options {
     ResolverOverride override_map;
-    Lookup lookup;  // empty: SystemLookup
+    Lookup lookup;                           // empty: SystemLookup
+    InterfaceAddresses interface_addresses;  // empty: SystemInterfaceAddresses
   };
 
   static absl::StatusOr<std::unique_ptr<HostResolver>> Create(Options options);
@@ -70,21 +90,19 @@ class HostResolver final {
   [[nodiscard]] absl::StatusOr<Resolution> Resolve(absl::string_view name,
                                                    absl::Time deadline) const;
 
+  // FilterAddresses with the host's interface addresses as they are now.
+  [[nodiscard]] FilteredAddresses Filter(const Resolution& resolution) const;
+
  private:
   explicit HostResolver(Options options) : options_(std::move(options)) {}
 
   Options options_;
 };
 
-struct FilteredAddresses {
-  std::vector<IpAddress> usable;
-  // One "address (reason)" per refused address, for logs and the guest-facing explanation.
-  std::vector<std::string> refused;
-  bool from_override = false;
-};
-
-// Drops every address RefusalReason names, unless the answer came from the override.
-FilteredAddresses FilterAddresses(const Resolution& resolution);
+// Drops every address RefusalReason names and every one of `host_addresses` (the host's own,
+// see HostAddressReason), unless the answer came from the override.
+FilteredAddresses FilterAddresses(const Resolution& resolution,
+                                  const std::vector<IpAddress>& host_addresses = {});
 
 // "example.com resolves only to refused addresses: 10.0.0.1 (private ...)" for a filter that
 // left nothing.

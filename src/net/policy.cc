@@ -102,8 +102,17 @@ absl::StatusOr<std::vector<uint16_t>> ParsePorts(absl::string_view rule, absl::s
 }
 
 absl::StatusOr<Rule> ParseAddressRule(absl::string_view text, const IpAddress& address,
-                                      absl::string_view ports) {
+                                      absl::string_view ports, RuleOptions options) {
   AddressClass c = ClassifyAddress(address).address_class;
+  // The host's loopback, not the guest's (the guest's own localhost never reaches the proxy):
+  // a rule for it opens the host's local services to the sandbox.
+  if (c == AddressClass::kLoopback && !options.allow_loopback) {
+    return RuleError(text, absl::StrCat(address.ToString(),
+                                        " is loopback: the HOST's own, not the sandbox's; if "
+                                        "the sandbox really must reach a service on the host, "
+                                        "add the rule with --allow-loopback "
+                                        "(API: \"allow_loopback\": true)"));
+  }
   // These are never a TCP server the user could mean, or (metadata) one that hands out the
   // host's cloud credentials: no rule may open them.
   if (c == AddressClass::kUnspecified || c == AddressClass::kMulticast ||
@@ -167,7 +176,12 @@ std::string Rule::ToString() const {
   return "?";
 }
 
-absl::StatusOr<Rule> ParseRule(absl::string_view text) {
+bool IsLoopbackRule(const Rule& rule) {
+  return rule.kind == Rule::Kind::kAddress && rule.address &&
+         ClassifyAddress(*rule.address).address_class == AddressClass::kLoopback;
+}
+
+absl::StatusOr<Rule> ParseRule(absl::string_view text, RuleOptions options) {
   if (text.empty() || text.size() > 300) {
     return RuleError(text, absl::StrCat("must be 1 to 300 characters; ", kRuleForms));
   }
@@ -200,7 +214,7 @@ absl::StatusOr<Rule> ParseRule(absl::string_view text) {
     if (!absl::ConsumePrefix(&rest, ":")) {
       return RuleError(text, "an address rule needs its port, e.g. [2001:db8::5]:5432");
     }
-    return ParseAddressRule(text, *v6, rest);
+    return ParseAddressRule(text, *v6, rest, options);
   }
   if (std::count(text.begin(), text.end(), ':') > 1) {
     return RuleError(text, "write an IPv6 address rule as [ADDRESS]:PORT");
@@ -213,7 +227,7 @@ absl::StatusOr<Rule> ParseRule(absl::string_view text) {
     }
   }
   if (std::optional<IpAddress> v4 = IpAddress::Parse(host)) {
-    return ParseAddressRule(text, *v4, ports);
+    return ParseAddressRule(text, *v4, ports, options);
   }
   Rule rule;
   rule.kind = Rule::Kind::kExact;
@@ -302,11 +316,22 @@ Decision Decide(const EgressPolicy& policy, absl::string_view raw_name, uint16_t
   }
   absl::StatusOr<std::string> name = NormalizeHostName(raw_name);
   if (!name.ok()) {
-    return Refused(std::string(name.status().message()));
+    Decision d = Refused(std::string(name.status().message()));
+    d.rule_can_allow = false;
+    return d;
   }
   EgressPolicy::Mode mode = policy.mode.value_or(EgressPolicy::Mode::kNone);
   if (mode == EgressPolicy::Mode::kNone) {
     return Refused("egress is off for this sandbox (mode none)");
+  }
+  if (!absl::StrContains(*name, '.')) {
+    Decision d = Refused(absl::StrCat(
+        "'", *name,
+        "' is not a fully qualified name (no dot): the host's resolver would look it up under "
+        "the host's own search domains; use the full name (e.g. ",
+        *name, ".example.com)"));
+    d.rule_can_allow = false;
+    return d;
   }
   if (mode == EgressPolicy::Mode::kOpen) {
     return Allowed("mode:open");
@@ -408,7 +433,9 @@ absl::StatusOr<EgressPolicy> PolicyFromJson(absl::string_view text) {
           return absl::InvalidArgumentError(
               absl::StrCat("egress policy: allow[", i, "] must be a string"));
         }
-        absl::StatusOr<Rule> rule = ParseRule(item.get_ref<const std::string&>());
+        // Stored rules were admitted when added (loopback ones explicitly).
+        absl::StatusOr<Rule> rule =
+            ParseRule(item.get_ref<const std::string&>(), RuleOptions{.allow_loopback = true});
         if (!rule.ok()) {
           return absl::InvalidArgumentError(
               absl::StrCat("egress policy: allow[", i, "]: ", rule.status().message()));

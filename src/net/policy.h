@@ -13,6 +13,7 @@
 //   example.com:80            ports replace the default {443}; ":80,443" for both
 //   preset:pypi               a named set of rules (see Presets()); ports come from the preset
 //   10.0.0.5:5432, [::1]:22   address rule: raw TCP to exactly that address and port
+//                             (loopback only with RuleOptions::allow_loopback)
 #pragma once
 
 #include <cstdint>
@@ -44,8 +45,18 @@ struct Rule {
   }
 };
 
+struct RuleOptions {
+  // Admit an address rule for loopback (127.0.0.0/8, ::1): the HOST's own loopback, not the
+  // guest's, so only when a person asks for it explicitly (`--allow-loopback`, which warns).
+  // Rules read back from the store were admitted once and pass this.
+  bool allow_loopback = false;
+};
+
 // Parses one rule in the forms above. Errors say what is wrong and show the accepted forms.
-[[nodiscard]] absl::StatusOr<Rule> ParseRule(absl::string_view text);
+[[nodiscard]] absl::StatusOr<Rule> ParseRule(absl::string_view text, RuleOptions options = {});
+
+// An address rule for a loopback address (what RuleOptions::allow_loopback admits).
+bool IsLoopbackRule(const Rule& rule);
 
 // A named, documented set of rules for a package ecosystem.
 struct Preset {
@@ -79,11 +90,16 @@ struct Decision {
   std::string matched_rule;
   // Why it was refused, in words a user can act on; empty when allowed.
   std::string reason;
+  // False when no rule could allow it (an invalid or single-label name): such a refusal does
+  // not become an "ask to allow" request.
+  bool rule_can_allow = true;
 };
 
 // Decides a connection to host `name` (any case, trailing dot allowed) on `port`. An invalid
 // name or an IP literal is refused: names are what rules and logs speak about, so a guest that
-// connects to an address must be allowed by DecideAddress.
+// connects to an address must be allowed by DecideAddress. A single-label name ("db",
+// "localhost") is refused in every mode, open included: the host's resolver would look it up
+// under the host's own search domains (the host's network), and no rule can name it.
 Decision Decide(const EgressPolicy& policy, absl::string_view name, uint16_t port);
 
 // Decides raw TCP to `address`:`port`. Only address rules allow it, in allowlist and open mode
@@ -97,7 +113,8 @@ Decision DecideAddress(const EgressPolicy& policy, const IpAddress& address, uin
 EgressPolicy MergePolicies(const EgressPolicy& global, const EgressPolicy& sandbox);
 
 // JSON for storage: {"mode": "allowlist", "allow": ["api.github.com", "preset:pypi"]} ("mode"
-// absent when unset). Parsing validates every rule and refuses unknown keys.
+// absent when unset). Parsing validates every rule and refuses unknown keys; it reads what was
+// stored, so loopback address rules (admitted explicitly when added) pass.
 std::string PolicyToJson(const EgressPolicy& policy);
 [[nodiscard]] absl::StatusOr<EgressPolicy> PolicyFromJson(absl::string_view json);
 

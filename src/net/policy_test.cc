@@ -97,6 +97,9 @@ TEST(PolicyTest, RefusesBadRulesWithAReason) {
       {"224.0.0.1:80", "multicast"},
       {"255.255.255.255:80", "broadcast"},
       {"[fd00:ec2::254]:80", "cloud-metadata"},
+      {"168.63.129.16:80", "cloud-metadata"},
+      {"100.100.100.200:80", "cloud-metadata"},
+      {"127.0.0.1:5432", "loopback"},
       {"127.1:80", "not a valid host name"},
   };
   for (const auto& [text, want] : cases) {
@@ -189,6 +192,42 @@ TEST(PolicyTest, ModesNoneAndOpen) {
   EXPECT_EQ(any.matched_rule, "mode:open");
   // Open mode opens names, not raw TCP.
   EXPECT_FALSE(DecideAddress(open, Ip("93.184.215.14"), 22).allowed);
+}
+
+TEST(PolicyTest, OpenModeRefusesSingleLabelNamesAndNoRuleCanAllowThem) {
+  EgressPolicy open;
+  open.mode = EgressPolicy::Mode::kOpen;
+  for (const char* name : {"db", "localhost", "Metadata.", "wpad"}) {
+    Decision d = Decide(open, name, 443);
+    EXPECT_FALSE(d.allowed) << name;
+    EXPECT_FALSE(d.rule_can_allow) << name;
+    EXPECT_NE(d.reason.find("not a fully qualified name"), std::string::npos) << d.reason;
+  }
+  EXPECT_FALSE(Decide(Allowlist({"db.example"}), "db", 443).rule_can_allow);
+  EXPECT_TRUE(Decide(open, "db.example", 443).allowed);
+  EXPECT_TRUE(Decide(Allowlist({"db.example"}), "other.example", 443).rule_can_allow);
+}
+
+TEST(PolicyTest, LoopbackAddressRulesNeedAllowLoopback) {
+  for (const char* text :
+       {"127.0.0.1:5432", "127.255.0.1:80", "[::1]:22", "[::ffff:127.0.0.1]:22"}) {
+    absl::StatusOr<Rule> refused = ParseRule(text);
+    ASSERT_FALSE(refused.ok()) << text;
+    EXPECT_NE(refused.status().message().find("--allow-loopback"), std::string::npos)
+        << refused.status();
+    absl::StatusOr<Rule> admitted = ParseRule(text, {.allow_loopback = true});
+    ASSERT_TRUE(admitted.ok()) << admitted.status();
+    EXPECT_TRUE(IsLoopbackRule(*admitted));
+  }
+  EXPECT_FALSE(IsLoopbackRule(*ParseRule("10.0.0.5:5432")));
+  // The flag opens loopback only: metadata and the rest stay closed.
+  EXPECT_FALSE(ParseRule("169.254.169.254:80", {.allow_loopback = true}).ok());
+  EXPECT_FALSE(ParseRule("168.63.129.16:80", {.allow_loopback = true}).ok());
+  // What was stored reads back.
+  absl::StatusOr<EgressPolicy> stored =
+      PolicyFromJson(R"({"mode":"allowlist","allow":["127.0.0.1:5432"]})");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(DecideAddress(*stored, Ip("127.0.0.1"), 5432).allowed);
 }
 
 TEST(PolicyTest, RefusesInvalidNamesAndIpLiteralsByName) {

@@ -126,7 +126,10 @@ class SpliceState {
       : guest_(guest), fd_(fd), idle_(idle), last_activity_ns_(absl::ToUnixNanos(absl::Now())) {}
 
   void Touch() { last_activity_ns_.store(absl::ToUnixNanos(absl::Now())); }
-  absl::Time IdleDeadline() const { return absl::FromUnixNanos(last_activity_ns_.load()) + idle_; }
+  absl::Time IdleDeadline() const {
+    absl::Duration idle = refusing_.load() ? std::min(idle_, kRefusalDrainTime) : idle_;
+    return absl::FromUnixNanos(last_activity_ns_.load()) + idle;
+  }
   // True when the wait that expired at `IdleDeadline()` really found both sides quiet.
   bool IsIdle() const { return absl::Now() >= IdleDeadline(); }
 
@@ -153,6 +156,33 @@ class SpliceState {
     return why_;
   }
 
+  // The filter refused guest bytes: `reply` goes to the guest once the upstream has finished
+  // (see CloseGuest), and the idle timeout becomes kRefusalDrainTime.
+  void Refuse(absl::Status why, std::string reply) {
+    std::lock_guard<std::mutex> lock(mu_);
+    refused_ = std::move(why);
+    reply_ = std::move(reply);
+    refusing_.store(true);
+    Touch();
+  }
+  absl::Status refused() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return refused_;
+  }
+  // Upstream EOF: the refusal's reply (if any) and then EOF to the guest.
+  void CloseGuest() {
+    std::string reply;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reply = std::move(reply_);
+      reply_.clear();
+    }
+    if (!reply.empty() && guest_.Write(reply).ok()) {
+      bytes_down += reply.size();
+    }
+    guest_.CloseWrite();
+  }
+
   TunnelStream& guest() { return guest_; }
   int fd() const { return fd_; }
   absl::Duration idle() const { return idle_; }
@@ -165,9 +195,12 @@ class SpliceState {
   const int fd_;
   const absl::Duration idle_;
   std::atomic<int64_t> last_activity_ns_;
+  std::atomic<bool> refusing_{false};
   mutable std::mutex mu_;
   bool aborted_ = false;
   std::string why_;
+  absl::Status refused_;
+  std::string reply_;
 };
 
 std::string IdleText(absl::Duration idle) {
@@ -178,7 +211,9 @@ std::string IdleText(absl::Duration idle) {
 void CopyDown(SpliceState& s, int cancel_fd) {
   std::string buf(kChunk, '\0');
   for (;;) {
-    absl::StatusOr<Wait> wait = PollUntil(s.fd(), POLLIN, s.IdleDeadline(), cancel_fd);
+    // Re-armed each second: a refusal on the other direction shortens the idle deadline.
+    absl::StatusOr<Wait> wait = PollUntil(
+        s.fd(), POLLIN, std::min(s.IdleDeadline(), absl::Now() + absl::Seconds(1)), cancel_fd);
     if (!wait.ok()) {
       s.Abort(absl::StrCat("upstream: ", wait.status().message()));
       return;
@@ -206,7 +241,7 @@ void CopyDown(SpliceState& s, int cancel_fd) {
       return;
     }
     if (n == 0) {
-      s.guest().CloseWrite();
+      s.CloseGuest();
       return;
     }
     absl::Status written = s.guest().Write(absl::string_view(buf.data(), static_cast<size_t>(n)));
@@ -219,9 +254,35 @@ void CopyDown(SpliceState& s, int cancel_fd) {
   }
 }
 
-// guest -> upstream, until guest EOF (passed on as shutdown(SHUT_WR)) or an abort. Returns
-// true on EOF.
-bool CopyUp(SpliceState& s, int cancel_fd) {
+// Sends guest bytes upstream, through the filter when there is one. False when the filter
+// refused them (what it let through is sent, then the upstream's write side closed) or the
+// send failed (aborted).
+bool SendUp(SpliceState& s, const SpliceOptions& options, absl::string_view data) {
+  std::string filtered;
+  absl::Status verdict;
+  if (options.filter_up) {
+    verdict = options.filter_up(data, &filtered);
+    data = filtered;
+    if (!verdict.ok()) {
+      s.Refuse(verdict, options.refusal_reply ? options.refusal_reply(verdict) : "");
+    }
+  }
+  absl::Status sent = SendAll(s.fd(), data, s.IdleDeadline(), options.cancel_fd);
+  if (!sent.ok()) {
+    s.Abort(absl::StrCat("upstream: ", sent.message()));
+    return false;
+  }
+  s.bytes_up += data.size();
+  if (!verdict.ok()) {
+    ::shutdown(s.fd(), SHUT_WR);
+    return false;
+  }
+  return true;
+}
+
+// guest -> upstream, until guest EOF (passed on as shutdown(SHUT_WR)), a refusal or an abort.
+// Returns true on EOF.
+bool CopyUp(SpliceState& s, const SpliceOptions& options) {
   std::string buf(kChunk, '\0');
   for (;;) {
     absl::StatusOr<size_t> n = s.guest().Read(buf.data(), buf.size(), s.IdleDeadline());
@@ -240,13 +301,9 @@ bool CopyUp(SpliceState& s, int cancel_fd) {
       ::shutdown(s.fd(), SHUT_WR);
       return true;
     }
-    absl::Status sent =
-        SendAll(s.fd(), absl::string_view(buf.data(), *n), s.IdleDeadline(), cancel_fd);
-    if (!sent.ok()) {
-      s.Abort(absl::StrCat("upstream: ", sent.message()));
+    if (!SendUp(s, options, absl::string_view(buf.data(), *n))) {
       return false;
     }
-    s.bytes_up += *n;
     s.Touch();
   }
 }
@@ -307,21 +364,21 @@ absl::StatusOr<UpstreamConnection> ConnectToAny(const std::vector<IpAddress>& ad
 SpliceResult Splice(TunnelStream& guest, base::UniqueFd upstream, const SpliceOptions& options) {
   SpliceState state(guest, upstream.get(), options.idle_timeout);
   SpliceResult result;
-  absl::Status first = SendAll(upstream.get(), options.first_up, absl::Now() + options.idle_timeout,
-                               options.cancel_fd);
-  if (!first.ok()) {
-    state.Abort(absl::StrCat("upstream: ", first.message()));
+  bool go_on = SendUp(state, options, options.first_up);
+  if (state.aborted()) {
     result.ended = state.why();
     return result;
   }
-  state.bytes_up += options.first_up.size();
   std::thread down([&state, &options] { CopyDown(state, options.cancel_fd); });
-  bool up_clean = CopyUp(state, options.cancel_fd);
+  bool up_clean = go_on && CopyUp(state, options);
   down.join();
   result.bytes_up = state.bytes_up.load();
   result.bytes_down = state.bytes_down.load();
+  result.refused = state.refused();
   result.clean = up_clean && !state.aborted();
-  result.ended = state.aborted() ? state.why() : "closed";
+  result.ended = state.aborted()        ? state.why()
+                 : !result.refused.ok() ? std::string(result.refused.message())
+                                        : "closed";
   return result;
 }
 

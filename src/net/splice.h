@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,9 +41,21 @@ struct SpliceOptions {
   absl::Duration idle_timeout = absl::Minutes(10);
   // Readable: abort at once (the proxy's shutdown event).
   int cancel_fd = -1;
-  // Bytes already read from the guest (the sniffed head), sent upstream first.
+  // Bytes already read from the guest (the sniffed head), sent upstream first (through
+  // `filter_up` when set).
   absl::string_view first_up;
+  // Optional: every guest byte passes through this on its way upstream (HTTP: each request head
+  // is checked). It appends what may go upstream to `*out`. An error stops the guest ->
+  // upstream direction there: `*out` is still sent, the upstream's write side is closed (so it
+  // answers what it already got), its remaining bytes reach the guest, then
+  // `refusal_reply(error)` does, then EOF. After a refusal the upstream gets at most
+  // kRefusalDrainTime of quiet before both sides are reset.
+  std::function<absl::Status(absl::string_view in, std::string* out)> filter_up;
+  std::function<std::string(const absl::Status& refusal)> refusal_reply;
 };
+
+// How long an upstream may stay quiet after a refused request before the splice is aborted.
+inline constexpr absl::Duration kRefusalDrainTime = absl::Seconds(10);
 
 struct SpliceResult {
   uint64_t bytes_up = 0;    // guest -> upstream, first_up included
@@ -51,6 +64,8 @@ struct SpliceResult {
   bool clean = false;
   // "closed" or why it was aborted ("idle for 10m", "guest reset: ...", "upstream: ...").
   std::string ended;
+  // Not OK when `filter_up` refused guest bytes (its error).
+  absl::Status refused;
 };
 
 // Copies guest -> upstream on the calling thread and upstream -> guest on a second thread it

@@ -27,11 +27,13 @@ absl::StatusOr<nlohmann::json> BodyObject(const Request& req) {
   return api::ParseObject(std::string_view(req.body.data(), req.body.size()));
 }
 
+// `allow_loopback`: the request's "allow_loopback": true, a person's explicit choice to let
+// loopback address rules (the host's own loopback) in.
 absl::StatusOr<std::vector<net::Rule>> DecodeRules(const std::vector<std::string>& texts,
-                                                   absl::string_view field) {
+                                                   absl::string_view field, bool allow_loopback) {
   std::vector<net::Rule> rules;
   for (size_t i = 0; i < texts.size(); ++i) {
-    absl::StatusOr<net::Rule> rule = net::ParseRule(texts[i]);
+    absl::StatusOr<net::Rule> rule = net::ParseRule(texts[i], {.allow_loopback = allow_loopback});
     if (!rule.ok()) {
       return api::FieldError(absl::StrCat(field, "[", i, "]"), rule.status().message());
     }
@@ -50,15 +52,26 @@ nlohmann::json PolicyJson(const net::EgressPolicy& policy) {
           {"allow", std::move(allow)}};
 }
 
-// {"mode": ..., "allow": [...]}: a replacement policy. A sandbox's mode may be null or absent
-// (the global mode); the global one defaults to allowlist.
+// Adds "warnings" (loopback rules among `added`) to a policy answer.
+nlohmann::json WithWarnings(nlohmann::json j, const std::vector<net::Rule>& added) {
+  std::vector<std::string> warnings = LoopbackWarnings(added);
+  if (!warnings.empty()) {
+    j["warnings"] = warnings;
+  }
+  return j;
+}
+
+// {"mode": ..., "allow": [...], "allow_loopback": bool}: a replacement policy. A sandbox's
+// mode may be null or absent (the global mode); the global one defaults to allowlist.
 absl::StatusOr<net::EgressPolicy> DecodePolicy(const Request& req, bool global) {
   ABOX_ASSIGN_OR_RETURN(nlohmann::json body, BodyObject(req));
   api::Reader r(body);
   std::optional<std::string> mode;
   std::vector<std::string> allow;
+  bool allow_loopback = false;
   r.OptionalString("mode", &mode, 16);
   r.OptionalStringArray("allow", &allow, 1024);
+  r.OptionalBool("allow_loopback", &allow_loopback);
   ABOX_RETURN_IF_ERROR(r.Finish());
   net::EgressPolicy policy;
   if (global && !mode) {
@@ -71,7 +84,7 @@ absl::StatusOr<net::EgressPolicy> DecodePolicy(const Request& req, bool global) 
     }
     policy.mode = *parsed;
   }
-  ABOX_ASSIGN_OR_RETURN(policy.allow, DecodeRules(allow, "allow"));
+  ABOX_ASSIGN_OR_RETURN(policy.allow, DecodeRules(allow, "allow", allow_loopback));
   return policy;
 }
 
@@ -162,17 +175,21 @@ absl::StatusOr<nlohmann::json> ChangeRules(Services* svc, const EgressScope& sco
   api::Reader r(body);
   std::vector<std::string> add;
   std::vector<std::string> remove;
+  bool allow_loopback = false;
   r.OptionalStringArray("add", &add, 1024);
   r.OptionalStringArray("remove", &remove, 1024);
+  r.OptionalBool("allow_loopback", &allow_loopback);
   ABOX_RETURN_IF_ERROR(r.Finish());
   if (add.empty() && remove.empty()) {
     return api::FieldError("add", "give rules to add and/or remove");
   }
-  ABOX_ASSIGN_OR_RETURN(std::vector<net::Rule> to_add, DecodeRules(add, "add"));
-  ABOX_ASSIGN_OR_RETURN(std::vector<net::Rule> to_remove, DecodeRules(remove, "remove"));
+  ABOX_ASSIGN_OR_RETURN(std::vector<net::Rule> to_add, DecodeRules(add, "add", allow_loopback));
+  // A rule being removed was admitted once: removing it needs no flag.
+  ABOX_ASSIGN_OR_RETURN(std::vector<net::Rule> to_remove,
+                        DecodeRules(remove, "remove", /*allow_loopback=*/true));
   ABOX_ASSIGN_OR_RETURN(net::EgressPolicy policy,
                         svc->egress->ChangeRules(scope, to_add, to_remove));
-  return PolicyJson(policy);
+  return WithWarnings(PolicyJson(policy), to_add);
 }
 
 absl::StatusOr<nlohmann::json> SandboxPolicyJson(Services* svc, const std::string& id) {
@@ -202,7 +219,7 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
                                       ABOX_ASSIGN_OR_RETURN(net::EgressPolicy p,
                                                             DecodePolicy(req, /*global=*/true));
                                       ABOX_RETURN_IF_ERROR(svc->egress->SetPolicy({}, p));
-                                      return PolicyJson(p);
+                                      return WithWarnings(PolicyJson(p), p.allow);
                                     }));
   ABOX_RETURN_IF_ERROR(AddJsonRoute(router, svc, "POST", "/v1/egress/rules",
                                     [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
@@ -223,16 +240,21 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
         ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
         ABOX_ASSIGN_OR_RETURN(net::EgressPolicy p, DecodePolicy(req, /*global=*/false));
         ABOX_RETURN_IF_ERROR(svc->egress->SetPolicy(EgressScope{id}, p));
-        return SandboxPolicyJson(svc, id);
+        ABOX_ASSIGN_OR_RETURN(nlohmann::json j, SandboxPolicyJson(svc, id));
+        return WithWarnings(std::move(j), p.allow);
       }));
-  ABOX_RETURN_IF_ERROR(AddJsonRoute(router, svc, "POST", "/v1/sandboxes/{id}/egress/rules",
-                                    [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
-                                      ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
-                                      ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
-                                      ABOX_RETURN_IF_ERROR(
-                                          ChangeRules(svc, EgressScope{id}, req).status());
-                                      return SandboxPolicyJson(svc, id);
-                                    }));
+  ABOX_RETURN_IF_ERROR(AddJsonRoute(
+      router, svc, "POST", "/v1/sandboxes/{id}/egress/rules",
+      [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
+        ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
+        ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
+        ABOX_ASSIGN_OR_RETURN(nlohmann::json changed, ChangeRules(svc, EgressScope{id}, req));
+        ABOX_ASSIGN_OR_RETURN(nlohmann::json j, SandboxPolicyJson(svc, id));
+        if (changed.contains("warnings")) {
+          j["warnings"] = changed["warnings"];
+        }
+        return j;
+      }));
 
   ABOX_RETURN_IF_ERROR(
       AddJsonRoute(router, svc, "GET", "/v1/sandboxes/{id}/egress/log",
@@ -290,6 +312,9 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
         nlohmann::json j = {{"request", RequestJson(result.request)}};
         if (!result.rule.empty()) {
           j["rule"] = result.rule;
+        }
+        if (!result.note.empty()) {
+          j["note"] = result.note;
         }
         return j;
       }));

@@ -186,7 +186,8 @@ class MutablePolicy final {
     EgressPolicy policy;
     policy.mode = mode;
     for (const std::string& text : rules) {
-      absl::StatusOr<Rule> rule = ParseRule(text);
+      // Tests reach their loopback servers by address rules too.
+      absl::StatusOr<Rule> rule = ParseRule(text, {.allow_loopback = true});
       if (!rule.ok()) {
         std::abort();
       }
@@ -346,6 +347,60 @@ class FakeHttpUpstream final {
  private:
   std::mutex mu_;
   std::vector<std::string> requests_;
+  LoopbackServer server_;  // last: its thread uses the members above
+};
+
+// An HTTP server that records every byte each connection sent it, to prove what did NOT reach
+// the upstream. kAnswerEachHead: answers each request head (no bodies expected) with a
+// kept-alive "200 ok" until EOF. kAnswerAtEof: reads until EOF, then answers kUpstreamResponse
+// once and closes. A connection's bytes are recorded before its last answer is sent.
+class RecordingHttpUpstream final {
+ public:
+  enum class Mode : uint8_t { kAnswerEachHead, kAnswerAtEof };
+  static constexpr absl::string_view kKeptAliveResponse =
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+  explicit RecordingHttpUpstream(Mode mode)
+      : mode_(mode), server_([this](base::UniqueFd fd) { Serve(fd.get()); }) {}
+
+  uint16_t port() const { return server_.port(); }
+  int accepted() const { return server_.accepted(); }
+  // What each connection sent, in order.
+  std::vector<std::string> received() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return received_;
+  }
+
+ private:
+  void Serve(int fd) {
+    size_t index;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      index = received_.size();
+      received_.emplace_back();
+    }
+    auto record = [&](const std::string& bytes) {
+      std::lock_guard<std::mutex> lock(mu_);
+      received_[index] += bytes;
+    };
+    if (mode_ == Mode::kAnswerAtEof) {
+      record(ReadToEof(fd));
+      SendAllTo(fd, kUpstreamResponse);
+      return;
+    }
+    for (;;) {
+      std::string head = ReadUntil(fd, "\r\n\r\n");
+      record(head);
+      if (head.size() < 4 || head.substr(head.size() - 4) != "\r\n\r\n" ||
+          !SendAllTo(fd, kKeptAliveResponse)) {
+        return;
+      }
+    }
+  }
+
+  const Mode mode_;
+  std::mutex mu_;
+  std::vector<std::string> received_;
   LoopbackServer server_;  // last: its thread uses the members above
 };
 
