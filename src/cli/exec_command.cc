@@ -19,6 +19,7 @@
 #include "src/cli/flags.h"
 #include "src/cli/sandbox_format.h"
 #include "src/cli/terminal.h"
+#include "src/cli/usage_errors.h"
 #include "src/client/api_paths.h"
 #include "src/client/json_fields.h"
 
@@ -289,8 +290,9 @@ void AddExecCommands(CLI::App& app, Action* action, const std::vector<std::strin
       ->add_option("--timeout", exec->timeout_seconds,
                    "Kill the command (its whole process group) after S seconds")
       ->check(CLI::Range(0.001, 31536000.0));
-  exec_cmd->prefix_command();  // everything after the id (or after --) is the command
-  exec_cmd->allow_extras();
+  // Everything after the id (or after --) is the command. No allow_extras(): an unknown flag
+  // before the command is refused (CheckCommandStart), not dropped.
+  exec_cmd->prefix_command();
   exec_cmd->footer(
       R"(Exit status: the command's own exit code, 128+N when it was killed by signal N,
 124 when --timeout killed it, 125 when abox, aboxd or the sandbox failed (or the
@@ -302,7 +304,11 @@ aboxd kills the command. The sandbox keeps running: remove it with `abox rm -f I
 Example: abox exec -e FOO=bar web -- sh -c 'echo $FOO; uname -r')");
   exec_cmd->callback([exec, exec_cmd, action, tail, has_tail] {
     *action = [exec, exec_cmd, tail, has_tail] {
-      exec->argv = *has_tail ? *tail : exec_cmd->remaining();
+      std::vector<std::string> words = exec_cmd->remaining();
+      if (absl::Status s = CheckCommandStart(*exec_cmd, words); !s.ok()) {
+        return Fail(s, 2);
+      }
+      exec->argv = CommandLine(std::move(words), *has_tail, *tail);
       if (exec->argv.empty()) {
         std::fprintf(stderr,
                      "abox: error: abox exec needs a command, e.g. abox exec %s -- uname "

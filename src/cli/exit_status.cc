@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "src/cli/terminal_text.h"
 #include "src/client/json_fields.h"
 
 namespace abox::cli {
@@ -66,7 +67,8 @@ ExitReport ReportExecEnd(const nlohmann::json& exec) {
 
 int PrintExitReport(const ExitReport& report) {
   for (const std::string& m : report.messages) {
-    std::fprintf(stderr, "abox: %s\n", m.c_str());
+    // The exec's error text comes from the guest: shown, not obeyed, on a terminal.
+    std::fprintf(stderr, "abox: %s\n", ForTerminal(stderr, m).c_str());
   }
   return report.code;
 }

@@ -42,7 +42,8 @@ struct ExitReport {
 // aboxd stopped under it) 125. Each failure's `error` is reported.
 [[nodiscard]] ExitReport ReportExecEnd(const nlohmann::json& exec);
 
-// Prints each message as "abox: <message>" on stderr and returns the code.
+// Prints each message as "abox: <message>" on stderr (control characters shown on a terminal:
+// terminal_text.h) and returns the code.
 int PrintExitReport(const ExitReport& report);
 
 }  // namespace abox::cli

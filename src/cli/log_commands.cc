@@ -11,6 +11,7 @@
 #include "src/base/io.h"
 #include "src/cli/flags.h"
 #include "src/cli/sandbox_format.h"
+#include "src/cli/terminal_text.h"
 #include "src/client/api_paths.h"
 #include "src/client/json_fields.h"
 
@@ -44,7 +45,7 @@ int PrintExecs(client::ApiClient& api, const LogsOptions& o) {
     return 0;
   }
   for (auto it = execs->rbegin(); it != execs->rend(); ++it) {  // the API lists newest first
-    std::printf("%s\n", ExecHeader(*it).c_str());
+    std::printf("%s\n", ForTerminal(stdout, ExecHeader(*it)).c_str());
     std::fflush(stdout);
     if (client::JsonBool(*it, "output_truncated")) {
       std::printf("[older output of this exec was not kept]\n");
@@ -57,8 +58,11 @@ int PrintExecs(client::ApiClient& api, const LogsOptions& o) {
         if (bytes.empty()) {
           continue;
         }
-        int fd = JsonString(chunk, "stream") == "stderr" ? STDERR_FILENO : STDOUT_FILENO;
-        (void)base::WriteAll(fd, bytes);
+        bool to_stderr = JsonString(chunk, "stream") == "stderr";
+        // Kept output is for reading, not replaying: on a terminal its control characters are
+        // shown, so that the history cannot hide lines from whoever reviews what ran.
+        (void)base::WriteAll(to_stderr ? STDERR_FILENO : STDOUT_FILENO,
+                             ForTerminal(to_stderr ? stderr : stdout, bytes));
         ends_with_newline = bytes.back() == '\n';
       }
     }
@@ -75,7 +79,10 @@ int PrintConsole(client::ApiClient& api, const LogsOptions& o, bool with_header)
   if (!r.ok()) {
     return Fail(r.status());
   }
-  std::string text = o.lines > 0 ? LastLines(r->body, o.lines) : std::move(r->body);
+  // The console is the guest's (kernel and agent messages, anything guest root writes there): on
+  // a terminal its control characters are shown, not obeyed.
+  std::string text =
+      ForTerminal(stdout, o.lines > 0 ? LastLines(r->body, o.lines) : std::move(r->body));
   if (with_header) {
     std::printf("==> console log of sandbox %s (kernel and guest agent)\n", o.id.c_str());
   }
@@ -126,7 +133,7 @@ int Events(const EventsOptions& o) {
       (*api)->StreamSse(client::WithQuery("/v1/events", query), [&](const client::SseEvent& e) {
         std::string line;
         if (o.json) {
-          line = e.data;
+          line = JsonForTerminal(stdout, e.data);
         } else {
           nlohmann::json event = client::ParseJson(e.data);
           if (!event.is_object()) {
@@ -135,7 +142,7 @@ int Events(const EventsOptions& o) {
           if (!event.contains("type")) {
             event["type"] = e.event;
           }
-          line = EventLine(event);
+          line = ForTerminal(stdout, EventLine(event));
         }
         line += '\n';
         // A reader that went away (`abox events | head`) ends the stream.

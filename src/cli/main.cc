@@ -1,6 +1,7 @@
 // abox: command-line client. Thin: every VM and image operation lives in the libraries.
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "src/cli/output.h"
 #include "src/cli/run_command.h"
 #include "src/cli/sandbox_commands.h"
+#include "src/cli/usage_errors.h"
 #include "src/cli/workspace_commands.h"
 #include "src/proto/frame.h"
 
@@ -38,7 +40,9 @@ constexpr char kAppFooter[] =
 daemon that keeps sandboxes; the first of them starts it (see `abox daemon --help`).
 
 Environment: ABOX_HOME (images, sandboxes, logs; default ~/.local/share/abox),
-ABOX_SOCKET (aboxd's socket; default $XDG_RUNTIME_DIR/abox/aboxd.sock),
+ABOX_SOCKET (aboxd's socket; default $XDG_RUNTIME_DIR/abox/aboxd.sock, else
+$ABOX_HOME/run/aboxd.sock; abox refuses a socket whose directory is not yours with mode 0700,
+or whose server runs as another user),
 ABOX_NO_AUTOSTART=1 (never start aboxd on demand), ABOXD_BIN (the aboxd executable),
 ABOX_LOG (abox's own log level, e.g. info).
 )";
@@ -52,7 +56,9 @@ int main(int argc, char** argv) {
     spdlog::set_level(spdlog::level::from_str(level));
   }
   // `abox run|exec [OPTIONS] -- CMD...`: everything after the first `--` is the command,
-  // verbatim, before CLI11 sees it (CLI11 would otherwise parse the command's own flags).
+  // verbatim, before CLI11 sees it (CLI11 would otherwise parse the command's own flags). When a
+  // command word comes before that `--` (`abox exec ID echo -- hi`), the `--` and what follows
+  // are that command's arguments (CommandLine()).
   std::vector<std::string> run_tail;
   bool run_has_separator = false;
   if (argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "exec")) {
@@ -106,9 +112,10 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--accel", accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
       ->check(CLI::IsMember({"auto", "kvm", "tcg"}))
       ->capture_default_str();
-  // Everything after the first positional (or after --) is the command, untouched.
+  // Everything after the first positional (or after --) is the command, untouched. No
+  // allow_extras(): an unknown flag before the command is refused (CheckCommandStart), not
+  // dropped.
   run_cmd->prefix_command();
-  run_cmd->allow_extras();
   run_cmd->footer(kRunFooter);
 
   // abox image ...
@@ -140,7 +147,9 @@ int main(int argc, char** argv) {
   // Last: subcommands added after it would inherit it.
   app.footer(kAppFooter);
 
-  CLI11_PARSE(app, argc, argv);
+  if (std::optional<int> code = abox::cli::ParseCommandLine(app, argc, argv)) {
+    return *code;
+  }
 
   if (action) {
     return action();
@@ -152,7 +161,12 @@ int main(int argc, char** argv) {
       return abox::cli::kExitAboxFailure;
     }
     run.env = *std::move(env);
-    run.argv = run_has_separator ? run_tail : run_cmd->remaining();
+    std::vector<std::string> words = run_cmd->remaining();
+    if (absl::Status s = abox::cli::CheckCommandStart(*run_cmd, words); !s.ok()) {
+      abox::cli::PrintError(s);
+      return 2;
+    }
+    run.argv = abox::cli::CommandLine(std::move(words), run_has_separator, run_tail);
     if (run.argv.empty()) {
       std::fprintf(stderr, "abox: error: abox run needs a command, e.g. abox run -- uname -a\n");
       return 2;

@@ -4,11 +4,14 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "src/cli/terminal_text.h"
 
 namespace abox::cli {
 
 void PrintError(const absl::Status& status) {
-  std::string msg(status.message());
+  // Errors quote the guest and the daemon (an exec's error, a console line): on a terminal,
+  // their control characters are shown, not obeyed.
+  std::string msg = ForTerminal(stderr, std::string(status.message()));
   std::fprintf(stderr, "abox: error: %s\n", msg.c_str());
 }
 

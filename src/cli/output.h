@@ -8,7 +8,8 @@
 
 namespace abox::cli {
 
-// Prints "abox: error: <message>" to stderr.
+// Prints "abox: error: <message>" to stderr (on a terminal with its control characters shown:
+// terminal_text.h).
 void PrintError(const absl::Status& status);
 
 // Renders rows as an aligned text table with a header row.

@@ -16,6 +16,7 @@
 #include "src/base/status_macros.h"
 #include "src/cli/output.h"
 #include "src/cli/terminal.h"
+#include "src/cli/terminal_text.h"
 #include "src/image/paths.h"
 #include "src/runtime/agent_guest_tools.h"
 #include "src/workspace/sync.h"
@@ -188,7 +189,7 @@ int RunInFreshVm(const RunOptions& options) {
     code = kExitInterrupted;
   } else if (!result.ok()) {
     std::fprintf(stderr, "abox: the sandbox failed while running the command: %s\n",
-                 sb.FailureReport().c_str());
+                 ForTerminal(stderr, sb.FailureReport()).c_str());
     code = kExitAboxFailure;
   } else {
     code = PrintExitReport(ReportCommandEnd({.exit_code = result->exit_code,

@@ -13,6 +13,7 @@
 #include "src/cli/flags.h"
 #include "src/cli/output.h"
 #include "src/cli/sandbox_format.h"
+#include "src/cli/terminal_text.h"
 #include "src/client/api_paths.h"
 #include "src/client/json_fields.h"
 
@@ -185,7 +186,7 @@ int List(const ListOptions& o) {
     }
     return 0;
   }
-  std::printf("%s", SandboxTable(*sandboxes, absl::Now()).c_str());
+  std::printf("%s", ForTerminal(stdout, SandboxTable(*sandboxes, absl::Now())).c_str());
   return 0;
 }
 
@@ -209,7 +210,9 @@ int Inspect(const std::vector<std::string>& ids, bool json) {
     }
   }
   if (!json && !found.empty()) {
-    std::printf("%s\n", client::DumpJson(found.size() == 1 ? found[0] : found, 2).c_str());
+    std::printf(
+        "%s\n",
+        JsonForTerminal(stdout, client::DumpJson(found.size() == 1 ? found[0] : found, 2)).c_str());
   }
   return code;
 }

@@ -10,7 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/cli/diff_format.h"
 #include "src/cli/output.h"
+#include "src/cli/terminal_text.h"
 #include "src/client/api_paths.h"
 #include "src/client/json_fields.h"
 
@@ -77,65 +79,36 @@ int Diff(const Options& o) {
     for (const std::string& p : o.paths) {
       query.emplace_back("path", p);
     }
-    if (o.stat) {
-      query.emplace_back("stat", "true");
-    }
+    // Patches even for --stat: which files hold control characters is read from them.
     absl::StatusOr<client::ApiResponse> r =
         api.Get(client::WithQuery(client::SandboxPath(o.id, "/diff"), query));
     if (!r.ok()) {
       return Fail(r.status());
     }
+    std::vector<std::string> control = MarkControlCharacters(r->json);
     if (o.json) {
-      PrintVerbatim(r->body);
-      return 0;
-    }
-    const nlohmann::json* files = JsonMember(r->json, "files");
-    if (files == nullptr || !files->is_array() || files->empty()) {
-      std::printf("no changes\n");
-      return 0;
-    }
-    // Files that make code run elsewhere (CI, build scripts, hooks) are shown apart.
-    std::vector<const nlohmann::json*> normal;
-    std::vector<const nlohmann::json*> sensitive;
-    for (const nlohmann::json& f : *files) {
-      (JsonMember(f, "exec_sensitive") != nullptr ? sensitive : normal).push_back(&f);
-    }
-    auto print = [&](const std::vector<const nlohmann::json*>& list) {
-      long long adds = 0;
-      long long dels = 0;
-      for (const nlohmann::json* f : list) {
-        if (o.stat) {
-          long long a = JsonInt(*f, "additions").value_or(0);
-          long long d = JsonInt(*f, "deletions").value_or(0);
-          adds += a;
-          dels += d;
-          std::printf(" %-50s | %s\n", JsonString(*f, "path").c_str(),
-                      JsonBool(*f, "binary")
-                          ? "Bin"
-                          : absl::StrCat(a + d, " ", std::string(std::min(a, 40LL), '+'),
-                                         std::string(std::min(d, 40LL), '-'))
-                                .c_str());
-        } else {
-          std::fputs(JsonString(*f, "patch").c_str(), stdout);
+      if (nlohmann::json* files =
+              r->json.is_object() && r->json.contains("files") ? &r->json["files"] : nullptr;
+          o.stat && files != nullptr && files->is_array()) {
+        for (nlohmann::json& f : *files) {
+          if (f.is_object()) {
+            f.erase("patch");
+          }
         }
       }
-      if (o.stat) {
-        std::printf(" %zu file%s changed, %lld insertion%s(+), %lld deletion%s(-)\n", list.size(),
-                    list.size() == 1 ? "" : "s", adds, adds == 1 ? "" : "s", dels,
-                    dels == 1 ? "" : "s");
-      }
-    };
-    if (!normal.empty()) {
-      print(normal);
+      PrintVerbatim(client::DumpJson(r->json));
+      return 0;
     }
-    if (!sensitive.empty()) {
-      std::printf("%s==> files that make code run elsewhere (apply needs --allow-exec-files):\n",
-                  normal.empty() ? "" : "\n");
-      for (const nlohmann::json* f : sensitive) {
-        std::printf("    %s: %s\n", JsonString(*f, "path").c_str(),
-                    JsonString(*f, "exec_sensitive").c_str());
-      }
-      print(sensitive);
+    bool terminal = IsTerminal(stdout);
+    std::string text = FormatDiff(r->json, o.stat, terminal);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    if (!control.empty() && !o.stat) {
+      std::fprintf(stderr, "abox: %s hold%s control characters%s: %s\n",
+                   control.size() == 1 ? "1 file" : absl::StrCat(control.size(), " files").c_str(),
+                   control.size() == 1 ? "s" : "",
+                   terminal ? " (shown as \\xHH or \\u00HH; the files hold the raw bytes)" : "",
+                   ShowControlCharacters(absl::StrJoin(control, ", ")).c_str());
     }
     if (int64_t ignored = JsonInt(r->json, "ignored").value_or(0); ignored > 0 && !o.stat) {
       std::fprintf(stderr,
@@ -159,7 +132,7 @@ void PrintPlan(const nlohmann::json& r, bool dry_run) {
     std::printf("nothing to apply\n");
     return;
   }
-  std::fputs(FormatTable({"ACTION", "PATH", "WHY"}, rows).c_str(), stdout);
+  std::fputs(ForTerminal(stdout, FormatTable({"ACTION", "PATH", "WHY"}, rows)).c_str(), stdout);
   std::string artifact = JsonString(r, "artifact");
   if (dry_run) {
     std::printf("dry run: nothing was written\n");
@@ -274,7 +247,9 @@ void AddWorkspaceCommands(CLI::App& app, Action* action) {
       Diff, [&](CLI::App* cmd, Options* o) {
         id(cmd, o);
         cmd->add_option("paths", o->paths, "Only these files or directories");
-        cmd->add_flag("--stat", o->stat, "A summary: changed lines per file");
+        cmd->add_flag("--stat", o->stat,
+                      "A summary: changed lines per file, flagging files that hold control "
+                      "characters");
       });
   add("apply",
       "Write the agent's changes into the host directory (three-way merge per file, every "

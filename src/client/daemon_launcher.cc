@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "src/base/status_macros.h"
 #include "src/base/unique_fd.h"
 #include "src/client/json_fields.h"
+#include "src/client/socket_trust.h"
 #include "src/image/paths.h"
 
 extern char** environ;
@@ -272,10 +274,50 @@ absl::StatusOr<pid_t> RunningDaemonPid(const std::string& socket_path) {
   return static_cast<pid_t>(pid);
 }
 
+absl::StatusOr<pid_t> VerifiedDaemonPid(const DaemonOptions& options) {
+  PeerCredentials peer;
+  absl::StatusOr<base::UniqueFd> connected =
+      ConnectToOwnServer(options.socket_path, absl::Now() + kProbeTimeout, &peer);
+  if (!connected.ok() && IsNothingListening(connected.status())) {
+    absl::StatusOr<pid_t> locked = RunningDaemonPid(options.socket_path);
+    if (!locked.ok()) {
+      return locked.status();  // kNotFound: no daemon
+    }
+    // The pid in the lock file alone is not enough to signal: a file says what anybody wrote.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "something (pid ", *locked, " by ", options.socket_path,
+        ".lock) holds aboxd's lock but nothing listens on ", options.socket_path,
+        ": it may be starting, or stuck; abox signals only the process that serves the socket. "
+        "Check it with `ps -p ",
+        *locked, " -o pid,user,args` and stop it yourself if it is your aboxd"));
+  }
+  if (!connected.ok()) {
+    return connected.status();  // e.g. another user's server, which is refused
+  }
+  absl::StatusOr<std::string> binary = FindAboxd(options);
+  ABOX_RETURN_IF_ERROR(
+      VerifyAboxdProcess(peer.pid, ::geteuid(), binary.ok() ? *binary : std::string()));
+  return peer.pid;
+}
+
 absl::StatusOr<pid_t> StopDaemon(const DaemonOptions& options) {
-  ABOX_ASSIGN_OR_RETURN(pid_t pid, RunningDaemonPid(options.socket_path));
-  if (::kill(pid, SIGTERM) != 0 && errno != ESRCH) {
-    return base::ErrnoError(absl::StrCat("kill(aboxd pid ", pid, ", SIGTERM)"));
+  ABOX_ASSIGN_OR_RETURN(pid_t pid, VerifiedDaemonPid(options));
+  // By pidfd, checked once more after it is open: the pid cannot be reused by another process
+  // between the check and the signal.
+  base::UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+  if (!pidfd) {
+    if (errno == ESRCH) {
+      return pid;  // it exited by itself meanwhile
+    }
+    return base::ErrnoError(absl::StrCat("pidfd_open(aboxd pid ", pid, ")"));
+  }
+  absl::StatusOr<std::string> binary = FindAboxd(options);
+  if (absl::Status s = VerifyAboxdProcess(pid, ::geteuid(), binary.ok() ? *binary : std::string());
+      !s.ok() && s.code() != absl::StatusCode::kNotFound) {
+    return s;
+  }
+  if (::syscall(SYS_pidfd_send_signal, pidfd.get(), SIGTERM, nullptr, 0) != 0 && errno != ESRCH) {
+    return base::ErrnoError(absl::StrCat("pidfd_send_signal(aboxd pid ", pid, ", SIGTERM)"));
   }
   absl::Time deadline = absl::Now() + options.stop_timeout;
   for (;;) {
@@ -290,8 +332,9 @@ absl::StatusOr<pid_t> StopDaemon(const DaemonOptions& options) {
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "aboxd (pid ", pid, ") is still running ", absl::FormatDuration(options.stop_timeout),
-          " after SIGTERM (it waits for sandboxes to shut down); see ", options.log_path,
-          ", or force it with `kill -KILL ", pid, "`"));
+          " after SIGTERM (it finishes the requests under way first; its sandboxes keep running "
+          "either way); see ",
+          options.log_path, ", or force it with `kill -KILL ", pid, "`"));
     }
     Sleep(options.poll_interval);
   }

@@ -1,8 +1,8 @@
 // Finding, starting and stopping aboxd, the per-user daemon the CLI talks to.
 //
 // The daemon holds an exclusive flock on "<socket>.lock" for its lifetime and writes its pid
-// there ("<pid>\n", see src/daemon/http/listen_socket.cc); that lock, not the socket, is what
-// says whether a daemon runs and which process it is.
+// there ("<pid>\n", see src/daemon/http/listen_socket.cc); that lock says whether a daemon runs.
+// Which process to signal comes from the socket itself (SO_PEERCRED), never from the file alone.
 #pragma once
 
 #include <sys/types.h>
@@ -65,9 +65,18 @@ struct DaemonOptions {
 // The pid of the daemon that holds the lock of `socket_path`; kNotFound when none does.
 [[nodiscard]] absl::StatusOr<pid_t> RunningDaemonPid(const std::string& socket_path);
 
-// Sends SIGTERM to the running daemon and waits (up to options.stop_timeout) until it has
-// released its lock and its socket stopped answering. Returns its pid; kNotFound when no daemon
-// runs; kDeadlineExceeded (saying how to force it) when it is still there after the timeout.
+// The pid of the aboxd that serves options.socket_path, as the kernel tells it (SO_PEERCRED of a
+// connection, not the lock file's word), once checked to be this user's process running an
+// aboxd (socket_trust.h: VerifyAboxdProcess). kNotFound when no daemon runs; an error saying what
+// was found (another user's server, a program that is not aboxd, a lock held while nothing
+// listens) otherwise.
+[[nodiscard]] absl::StatusOr<pid_t> VerifiedDaemonPid(const DaemonOptions& options);
+
+// Sends SIGTERM to the daemon VerifiedDaemonPid() names (through a pidfd, checked again once
+// open, so a reused pid is never signalled) and waits (up to options.stop_timeout) until it has
+// released its lock and its socket stopped answering. Its sandboxes keep running: the next aboxd
+// re-attaches them. Returns its pid; kNotFound when no daemon runs; kDeadlineExceeded (saying
+// how to force it) when it is still there after the timeout.
 [[nodiscard]] absl::StatusOr<pid_t> StopDaemon(const DaemonOptions& options);
 
 // The last `max_lines` non-empty lines of the file at `path` from byte `offset` on (at most the

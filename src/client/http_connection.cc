@@ -1,20 +1,14 @@
 #include "src/client/http_connection.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <limits>
 #include <optional>
-#include <thread>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -30,6 +24,7 @@
 #include "src/base/status_macros.h"
 #include "src/base/unique_fd.h"
 #include "src/base/version.h"
+#include "src/client/socket_trust.h"
 
 namespace abox::client {
 namespace {
@@ -39,7 +34,6 @@ namespace bhttp = boost::beast::http;
 using boost::system::error_code;
 using LocalSocket = asio::local::stream_protocol::socket;
 
-constexpr absl::string_view kNothingListeningUrl = "abox.dev/nothing-listening";
 constexpr uint32_t kMaxHeaderBytes = 64 << 10;
 
 // poll() timeout for `deadline`: -1 for none, else milliseconds rounded up.
@@ -146,54 +140,6 @@ absl::Status FromErrorCode(const error_code& ec, absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", ec.message()));
 }
 
-// Connects a non-blocking, close-on-exec unix stream socket (aboxd forks: our descriptors must
-// not leak into it, and Asio's own open() does not set SOCK_CLOEXEC).
-absl::StatusOr<base::UniqueFd> ConnectUnix(const std::string& path, absl::Time deadline) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::string target = path;
-  base::UniqueFd dir;
-  if (target.size() >= sizeof(addr.sun_path)) {
-    std::filesystem::path p(path);
-    dir.reset(::open(p.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!dir) {
-      absl::Status s = base::ErrnoError(absl::StrCat("open(", p.parent_path().string(), ")"));
-      if (errno == ENOENT) {
-        s.SetPayload(kNothingListeningUrl, absl::Cord("1"));
-      }
-      return s;
-    }
-    target = absl::StrCat("/proc/self/fd/", dir.get(), "/", p.filename().string());
-    if (target.size() >= sizeof(addr.sun_path)) {
-      return absl::InvalidArgumentError(absl::StrCat("socket file name too long: ", path));
-    }
-  }
-  std::memcpy(addr.sun_path, target.c_str(), target.size() + 1);
-  base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) {
-    return base::ErrnoError("socket(AF_UNIX)");
-  }
-  for (;;) {
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
-      return fd;
-    }
-    int err = errno;
-    if (err == EINTR) {
-      continue;
-    }
-    if (err == EAGAIN && absl::Now() < deadline) {
-      // The daemon's accept backlog is full: it is alive but busy. Try again shortly.
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      continue;
-    }
-    absl::Status s = base::ErrnoError(absl::StrCat("connect(", path, ")"), err);
-    if (err == ENOENT || err == ECONNREFUSED) {
-      s.SetPayload(kNothingListeningUrl, absl::Cord("1"));
-    }
-    return s;
-  }
-}
-
 }  // namespace
 
 class HttpConnection::Impl {
@@ -215,7 +161,7 @@ HttpConnection::~HttpConnection() = default;
 absl::StatusOr<std::unique_ptr<HttpConnection>> HttpConnection::Connect(const std::string& path,
                                                                         int cancel_fd,
                                                                         absl::Time deadline) {
-  ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, ConnectUnix(path, deadline));
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, ConnectToOwnServer(path, deadline));
   auto impl = std::make_unique<Impl>(cancel_fd);
   error_code ec;
   impl->socket.assign(asio::local::stream_protocol(), fd.get(), ec);
@@ -342,8 +288,6 @@ std::string HttpResponseHead::Header(absl::string_view name) const {
   return "";
 }
 
-bool IsNothingListening(const absl::Status& status) {
-  return status.GetPayload(kNothingListeningUrl).has_value();
-}
+bool IsNothingListening(const absl::Status& status) { return HasNothingListeningMark(status); }
 
 }  // namespace abox::client

@@ -36,13 +36,16 @@ struct HttpResponseHead {
 // owner of `cancel_fd` may make it readable from any thread, and every wait of this connection
 // then ends with kCancelled (for good: the descriptor stays readable).
 //
-// Trust boundary: aboxd is the same user's daemon, but its bytes are still parsed defensively
-// (bounded header, bounded whole bodies, errors instead of crashes on malformed input).
+// Trust boundary: only a server of the same user is talked to (Connect); its bytes are still
+// parsed defensively (bounded header, bounded whole bodies, errors instead of crashes on
+// malformed input).
 class HttpConnection final {
  public:
-  // Connects to the unix socket at `path` (paths longer than sun_path go through
-  // /proc/self/fd/<dir>/<name>). When nothing listens there (ENOENT, ECONNREFUSED) the error
-  // carries the IsNothingListening() mark. `cancel_fd` must outlive the connection.
+  // Connects to the unix socket at `path` through /proc/self/fd/<dir>/<name> (so paths longer
+  // than sun_path work too), refusing a directory that is not the user's own with mode 0700 and
+  // a server that runs as another uid, before sending anything (socket_trust.h). When nothing
+  // listens there (no directory, no socket, ECONNREFUSED) the error carries the
+  // IsNothingListening() mark. `cancel_fd` must outlive the connection.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<HttpConnection>> Connect(
       const std::string& path, int cancel_fd, absl::Time deadline);
   ~HttpConnection();

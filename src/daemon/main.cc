@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   std::string resolver_override_file;
   app.add_option("--socket", socket_path,
                  "Unix socket to serve (default: $ABOX_SOCKET, else "
-                 "$XDG_RUNTIME_DIR/abox/aboxd.sock, else /tmp/abox-UID/aboxd.sock)");
+                 "$XDG_RUNTIME_DIR/abox/aboxd.sock, else $ABOX_HOME/run/aboxd.sock)");
   app.add_option("--tcp-port", tcp_port,
                  "Also serve 127.0.0.1:PORT (0 picks one); every request needs the bearer token")
       ->check(CLI::Range(0, 65535));

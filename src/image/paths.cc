@@ -92,7 +92,12 @@ absl::StatusOr<std::filesystem::path> ResolveSocketPath(const GetEnvFn& getenv_f
       return (p / "abox" / "aboxd.sock").lexically_normal();
     }
   }
-  return std::filesystem::path(absl::StrCat("/tmp/abox-", ::getuid())) / "aboxd.sock";
+  // Not /tmp/abox-<uid>: another user can create that directory first. $ABOX_HOME is ours.
+  auto home = Pick(getenv_fn, "ABOX_HOME", "XDG_DATA_HOME", ".local/share");
+  if (!home.ok()) {
+    return home.status();
+  }
+  return home->lexically_normal() / "run" / "aboxd.sock";
 }
 
 absl::Status ValidateImageName(const std::string& name) {

