@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "src/cli/flags.h"
 #include "src/cli/output.h"
+#include "src/cli/terminal_text.h"
 #include "src/client/api_paths.h"
 #include "src/client/json_fields.h"
 
@@ -171,9 +172,10 @@ int Log(const Options& o) {
       std::printf("no connections or lookups yet\n");
       return 0;
     }
-    std::fputs(FormatTable({"TIME", "KIND", "NAME", "ADDRESS:PORT", "VERDICT", "UP", "DOWN",
-                            "DURATION", "RULE / REASON"},
-                           rows)
+    // Names come from the guest (TLS SNI, Host, DNS questions): shown, never acted on.
+    std::fputs(ForTerminal(stdout, FormatTable({"TIME", "KIND", "NAME", "ADDRESS:PORT", "VERDICT",
+                                                "UP", "DOWN", "DURATION", "RULE / REASON"},
+                                               rows))
                    .c_str(),
                stdout);
     return 0;
@@ -215,7 +217,9 @@ int Queue(const Options& o) {
       return 0;
     }
     std::fputs(
-        FormatTable({"SANDBOX", "NAME", "PORT", "COUNT", "LAST SEEN", "STATE"}, rows).c_str(),
+        ForTerminal(stdout,
+                    FormatTable({"SANDBOX", "NAME", "PORT", "COUNT", "LAST SEEN", "STATE"}, rows))
+            .c_str(),
         stdout);
     if (!o.all) {
       std::printf(
