@@ -18,24 +18,9 @@ using proto::EncodeFrame;
 using proto::FrameType;
 using testing::FakeGuest;
 
-struct Pair {
-  std::unique_ptr<AgentClient> client;
-  std::unique_ptr<FakeGuest> guest;
-  std::shared_ptr<std::atomic<int>> failures = std::make_shared<std::atomic<int>>(0);
-};
+using Pair = testing::ClientAndGuest;
 
-Pair MakePair() {
-  int sv[2];
-  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  Pair p;
-  AgentClient::Options o;
-  o.on_failure = [f = p.failures](const absl::Status&) { ++*f; };
-  auto c = AgentClient::Create(base::UniqueFd(sv[0]), o);
-  EXPECT_TRUE(c.ok());
-  p.client = std::move(*c);
-  p.guest = std::make_unique<FakeGuest>(base::UniqueFd(sv[1]));
-  return p;
-}
+Pair MakePair() { return testing::MakeClientAndGuest(); }
 
 TEST(AgentClientTest, RunsACommandAndStreamsOutput) {
   Pair p = MakePair();

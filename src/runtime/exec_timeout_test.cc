@@ -30,24 +30,12 @@ constexpr auto kGrace = absl::Milliseconds(500);
 // from the host's deadline, not from the 30 s heartbeat.
 constexpr milliseconds kMargin(8000);
 
-struct Pair {
-  std::unique_ptr<AgentClient> client;
-  std::unique_ptr<FakeGuest> guest;
-  std::shared_ptr<std::atomic<int>> failures = std::make_shared<std::atomic<int>>(0);
-};
+using Pair = testing::ClientAndGuest;
 
 Pair MakePair() {
-  int sv[2];
-  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-  Pair p;
   AgentClient::Options o;
-  o.on_failure = [f = p.failures](const absl::Status&) { ++*f; };
   o.timeout_grace = kGrace;
-  auto c = AgentClient::Create(base::UniqueFd(sv[0]), o);
-  EXPECT_TRUE(c.ok());
-  p.client = std::move(*c);
-  p.guest = std::make_unique<FakeGuest>(base::UniqueFd(sv[1]));
-  return p;
+  return testing::MakeClientAndGuest(o);
 }
 
 // A wedged guest: it takes the command and then never answers anything again (no output, no

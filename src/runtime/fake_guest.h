@@ -3,9 +3,12 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -14,6 +17,7 @@
 #include "src/base/unique_fd.h"
 #include "src/proto/frame.h"
 #include "src/proto/messages.h"
+#include "src/runtime/agent_client.h"
 
 namespace abox::runtime::testing {
 
@@ -87,5 +91,26 @@ class FakeGuest {
   proto::FrameDecoder decoder_;
   std::string buffered_;  // read from the socket, not yet fed to the decoder
 };
+
+// An AgentClient and the FakeGuest at the other end of its socketpair. `failures` counts the
+// client's on_failure calls.
+struct ClientAndGuest {
+  std::unique_ptr<AgentClient> client;
+  std::unique_ptr<FakeGuest> guest;
+  std::shared_ptr<std::atomic<int>> failures = std::make_shared<std::atomic<int>>(0);
+};
+
+// `options.on_failure` is replaced by the counter.
+inline ClientAndGuest MakeClientAndGuest(AgentClient::Options options = {}) {
+  int sv[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  ClientAndGuest p;
+  options.on_failure = [f = p.failures](const absl::Status&) { ++*f; };
+  auto c = AgentClient::Create(base::UniqueFd(sv[0]), options);
+  EXPECT_TRUE(c.ok());
+  p.client = std::move(*c);
+  p.guest = std::make_unique<FakeGuest>(base::UniqueFd(sv[1]));
+  return p;
+}
 
 }  // namespace abox::runtime::testing
