@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,22 @@ void WriteAll(const fs::path& p, const std::string& data) {
 
 int Sh(const std::string& cmd) { return std::system(cmd.c_str()); }  // NOLINT
 
+// What `cmd` prints on stdout (the test fails if it cannot run or exits non-zero).
+std::string GitOut(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");  // NOLINT(cert-env33-c)
+  EXPECT_NE(p, nullptr) << cmd;
+  if (p == nullptr) {
+    return out;
+  }
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) {
+    out.append(buf, n);
+  }
+  EXPECT_EQ(::pclose(p), 0) << cmd;
+  return out;
+}
+
 class WorkspaceApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,11 +68,14 @@ class WorkspaceApiTest : public ::testing::Test {
     std::string git = absl::StrCat("cd ", host_.string(),
                                    " && GIT_CONFIG_GLOBAL=/dev/null git -c user.name=t -c "
                                    "user.email=t@e ");
-    ASSERT_EQ(Sh(git +
-                 "init -q . && git config credential.helper store && git remote add "
-                 "origin https://user:tok123@example.com/r.git && git add -A && " +
-                 git + "commit -qm init"),
-              0);
+    // The secret is committed, then removed from git and committed again: it stays in the
+    // history (and in the worktree, untracked).
+    ASSERT_EQ(
+        Sh(git +
+           "init -q . && git config credential.helper store && git remote add "
+           "origin https://user:tok123@example.com/r.git && git add -A && " +
+           git + "commit -qm init && git rm -q --cached .env && " + git + "commit -qm 'drop .env'"),
+        0);
     daemon_ = std::make_unique<testing::TestDaemon>(home_.path());
     daemon_->Start();
     client_ = daemon_->Connect();
@@ -110,10 +130,14 @@ TEST_F(WorkspaceApiTest, CreateSyncsTheFileSetWithoutSecretsHooksOrCredentials) 
   std::string config = ReadAll(guest_ / ".git/config");
   EXPECT_THAT(config, Not(HasSubstr("tok123")));
   EXPECT_THAT(config, Not(HasSubstr("helper = store")));
-  // git works on the copy.
-  EXPECT_EQ(Sh(absl::StrCat("cd ", guest_.string(),
-                            " && git -c safe.directory='*' status --short >/dev/null")),
-            0);
+  // git works on the copy: one commit, a clean tree...
+  std::string git = absl::StrCat("cd ", guest_.string(), " && git -c safe.directory='*' ");
+  EXPECT_EQ(GitOut(git + "status --porcelain"), "");
+  EXPECT_EQ(GitOut(git + "rev-list --all --count"), "1\n");
+  // ...and neither its history, nor its objects, nor any file holds the secret.
+  EXPECT_THAT(GitOut(git + "log -p --all"), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(GitOut(git + "cat-file --batch-all-objects --batch"), Not(HasSubstr("hunter2")));
+  EXPECT_EQ(GitOut(absl::StrCat("grep -rl hunter2 ", guest_.string(), " || true")), "");
   nlohmann::json sandbox = Call("GET", absl::StrCat("/v1/sandboxes/", id)).Json();
   EXPECT_EQ(sandbox["workspace"]["path"], host_.string());
   EXPECT_EQ(sandbox["workspace"]["syncs"], 1);
