@@ -314,6 +314,43 @@ TEST_F(WorkspaceApiTest, HostileGuestContentNeverEscapesTheHostTree) {
   EXPECT_FALSE(fs::exists(outside / "main.c"));
 }
 
+TEST_F(WorkspaceApiTest, FullGitHistoryIsRefusedWhileItHoldsASecret) {
+  nlohmann::json body = {
+      {"workspace",
+       {{"path", host_.string()}, {"guest_path", guest_.string()}, {"git_history", true}}}};
+  Response refused = Call("POST", "/v1/sandboxes", body.dump());
+  EXPECT_EQ(refused.status / 100, 4) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("could not be synced in"));
+  EXPECT_THAT(refused.body, HasSubstr(".env (.env) in commit"));
+  EXPECT_FALSE(fs::exists(guest_ / ".git")) << "a refused history went in";
+  EXPECT_EQ(GitOut(absl::StrCat("grep -rl hunter2 ", guest_.string(), " || true")), "");
+
+  // A history without secrets goes in whole: both commits, the sanitized remote.
+  fs::path clean = fs::path(tmp_.path()) / "clean";
+  WriteAll(clean / "a.txt", "one\n");
+  std::string git = absl::StrCat("cd ", clean.string(),
+                                 " && GIT_CONFIG_GLOBAL=/dev/null git -c user.name=t -c "
+                                 "user.email=t@e ");
+  ASSERT_EQ(
+      Sh(git + "init -q . && git remote add origin https://user:tok123@example.com/r.git && " +
+         git + "add -A && " + git + "commit -qm one && echo two > a.txt && " + git +
+         "commit -qam two"),
+      0);
+  fs::path guest2 = fs::path(tmp_.path()) / "guest2";
+  fs::create_directories(guest2);
+  body = {{"workspace",
+           {{"path", clean.string()}, {"guest_path", guest2.string()}, {"git_history", true}}}};
+  Response created = Call("POST", "/v1/sandboxes", body.dump());
+  ASSERT_EQ(created.status, 201) << created.body;
+  std::string in_guest = absl::StrCat("cd ", guest2.string(), " && git -c safe.directory='*' ");
+  EXPECT_EQ(GitOut(in_guest + "log --format=%s"), "two\none\n");
+  EXPECT_EQ(GitOut(in_guest + "remote get-url origin"), "https://example.com/r.git\n");
+  EXPECT_EQ(GitOut(in_guest + "status --porcelain"), "");
+  nlohmann::json sandbox =
+      Call("GET", absl::StrCat("/v1/sandboxes/", created.Json().value("id", ""))).Json();
+  EXPECT_EQ(sandbox["workspace"]["git_history"], true);
+}
+
 TEST_F(WorkspaceApiTest, BadRequestsSayWhatIsWrong) {
   Response missing =
       Call("POST", "/v1/sandboxes", R"({"workspace":{"path":"/nonexistent/abox-test"}})");
