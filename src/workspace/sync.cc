@@ -144,9 +144,7 @@ absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
       auto it = git.find(from);
       if (it == git.end()) {
         return absl::AbortedError(
-            absl::StrCat("the sandbox's git repository changed while it "
-                         "was synced ('",
-                         EscapePath(guest), "'); sync again"));
+            absl::StrCat("'", EscapePath(guest), "' went away while it was synced; sync again"));
       }
       manifest[guest] = it->second;
     }
