@@ -89,6 +89,7 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
     w.OptionalString("guest_path", &spec.guest_path, 4096);
     w.OptionalStringArray("exclude", &spec.exclude, 256);
     w.OptionalStringArray("include", &spec.include, 256);
+    w.OptionalBool("git_history", &spec.git_history);
     c.workspace = std::move(spec);
   });
   r.OptionalObject("egress", [&](Reader& e) {

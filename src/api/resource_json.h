@@ -28,6 +28,7 @@ struct WorkspaceSpec {
   std::string guest_path = "/workspace";  // where the guest sees it
   std::vector<std::string> exclude;       // patterns added to the secret excludes
   std::vector<std::string> include;       // default exclude patterns taken out
+  bool git_history = false;               // the full git history instead of a snapshot of HEAD
 };
 
 // "egress" of POST /v1/sandboxes: the sandbox's own policy (rules checked by the daemon).

@@ -35,6 +35,7 @@ struct CreateOptions {
   std::string workspace_path;
   std::vector<std::string> exclude;
   std::vector<std::string> include;
+  bool git_history = false;
   std::string egress;
   std::vector<std::string> allow;
   std::vector<std::string> setup;
@@ -92,10 +93,14 @@ int Create(const CreateOptions& o) {
     if (!o.include.empty()) {
       ws["include"] = o.include;
     }
+    if (o.git_history) {
+      ws["git_history"] = true;
+    }
     body["workspace"] = std::move(ws);
-  } else if (!o.workspace_path.empty() || !o.exclude.empty() || !o.include.empty()) {
+  } else if (!o.workspace_path.empty() || !o.exclude.empty() || !o.include.empty() ||
+             o.git_history) {
     return Fail(absl::InvalidArgumentError(
-        "--workspace-path, --exclude and --include need -w/--workspace DIR"));
+        "--workspace-path, --exclude, --include and --git-history need -w/--workspace DIR"));
   }
   if (!o.egress.empty() || !o.allow.empty()) {
     nlohmann::json egress = nlohmann::json::object();
@@ -269,6 +274,9 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
   create_cmd->add_option("--include", create->include,
                          "Let files matching this default secret pattern in, e.g. '*.pem' "
                          "(repeatable; see abox help workspace)");
+  create_cmd->add_flag("--git-history", create->git_history,
+                       "Give the sandbox the repository's full git history (refused while an "
+                       "excluded path is anywhere in it) instead of one commit of HEAD");
   create_cmd
       ->add_option("--egress", create->egress,
                    "Network mode: none, allowlist (only --allow rules and the global ones; the "

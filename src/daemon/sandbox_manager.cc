@@ -184,6 +184,7 @@ absl::StatusOr<SandboxView> SandboxManager::Create(
     b.guest_path = request.workspace->guest_path;
     b.exclude_add = request.workspace->exclude;
     b.exclude_remove = request.workspace->include;
+    b.git_history = request.workspace->git_history;
     ABOX_ASSIGN_OR_RETURN(binding, workspace::ValidateBinding(std::move(b)));
   }
   // Egress rules are checked before anything is reserved: a typo is a 400 naming the rule.

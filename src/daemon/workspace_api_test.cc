@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -46,6 +47,22 @@ void WriteAll(const fs::path& p, const std::string& data) {
 
 int Sh(const std::string& cmd) { return std::system(cmd.c_str()); }  // NOLINT
 
+// What `cmd` prints on stdout (the test fails if it cannot run or exits non-zero).
+std::string GitOut(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");  // NOLINT(cert-env33-c)
+  EXPECT_NE(p, nullptr) << cmd;
+  if (p == nullptr) {
+    return out;
+  }
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) {
+    out.append(buf, n);
+  }
+  EXPECT_EQ(::pclose(p), 0) << cmd;
+  return out;
+}
+
 class WorkspaceApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -64,11 +81,14 @@ class WorkspaceApiTest : public ::testing::Test {
     std::string git = absl::StrCat("cd ", host_.string(),
                                    " && GIT_CONFIG_GLOBAL=/dev/null git -c user.name=t -c "
                                    "user.email=t@e ");
-    ASSERT_EQ(Sh(git +
-                 "init -q . && git config credential.helper store && git remote add "
-                 "origin https://user:tok123@example.com/r.git && git add -A && " +
-                 git + "commit -qm init"),
-              0);
+    // The secret is committed, then removed from git and committed again: it stays in the
+    // history (and in the worktree, untracked).
+    ASSERT_EQ(
+        Sh(git +
+           "init -q . && git config credential.helper store && git remote add "
+           "origin https://user:tok123@example.com/r.git && git add -A && " +
+           git + "commit -qm init && git rm -q --cached .env && " + git + "commit -qm 'drop .env'"),
+        0);
     daemon_ = std::make_unique<testing::TestDaemon>(home_.path());
     daemon_->Start();
     client_ = daemon_->Connect();
@@ -123,10 +143,14 @@ TEST_F(WorkspaceApiTest, CreateSyncsTheFileSetWithoutSecretsHooksOrCredentials) 
   std::string config = ReadAll(guest_ / ".git/config");
   EXPECT_THAT(config, Not(HasSubstr("tok123")));
   EXPECT_THAT(config, Not(HasSubstr("helper = store")));
-  // git works on the copy.
-  EXPECT_EQ(Sh(absl::StrCat("cd ", guest_.string(),
-                            " && git -c safe.directory='*' status --short >/dev/null")),
-            0);
+  // git works on the copy: one commit, a clean tree...
+  std::string git = absl::StrCat("cd ", guest_.string(), " && git -c safe.directory='*' ");
+  EXPECT_EQ(GitOut(git + "status --porcelain"), "");
+  EXPECT_EQ(GitOut(git + "rev-list --all --count"), "1\n");
+  // ...and neither its history, nor its objects, nor any file holds the secret.
+  EXPECT_THAT(GitOut(git + "log -p --all"), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(GitOut(git + "cat-file --batch-all-objects --batch"), Not(HasSubstr("hunter2")));
+  EXPECT_EQ(GitOut(absl::StrCat("grep -rl hunter2 ", guest_.string(), " || true")), "");
   nlohmann::json sandbox = Call("GET", absl::StrCat("/v1/sandboxes/", id)).Json();
   EXPECT_EQ(sandbox["workspace"]["path"], host_.string());
   EXPECT_EQ(sandbox["workspace"]["syncs"], 1);
@@ -579,6 +603,43 @@ TEST_F(WorkspaceApiTest, HostileGuestContentNeverEscapesTheHostTree) {
   EXPECT_FALSE(fs::exists(outside / "main.c"));
   nothing_escaped();
   daemon_->set_guest_tools_wrapper(nullptr);
+}
+
+TEST_F(WorkspaceApiTest, FullGitHistoryIsRefusedWhileItHoldsASecret) {
+  nlohmann::json body = {
+      {"workspace",
+       {{"path", host_.string()}, {"guest_path", guest_.string()}, {"git_history", true}}}};
+  Response refused = Call("POST", "/v1/sandboxes", body.dump());
+  EXPECT_EQ(refused.status / 100, 4) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("could not be synced in"));
+  EXPECT_THAT(refused.body, HasSubstr(".env (.env) in commit"));
+  EXPECT_FALSE(fs::exists(guest_ / ".git")) << "a refused history went in";
+  EXPECT_EQ(GitOut(absl::StrCat("grep -rl hunter2 ", guest_.string(), " || true")), "");
+
+  // A history without secrets goes in whole: both commits, the sanitized remote.
+  fs::path clean = fs::path(tmp_.path()) / "clean";
+  WriteAll(clean / "a.txt", "one\n");
+  std::string git = absl::StrCat("cd ", clean.string(),
+                                 " && GIT_CONFIG_GLOBAL=/dev/null git -c user.name=t -c "
+                                 "user.email=t@e ");
+  ASSERT_EQ(
+      Sh(git + "init -q . && git remote add origin https://user:tok123@example.com/r.git && " +
+         git + "add -A && " + git + "commit -qm one && echo two > a.txt && " + git +
+         "commit -qam two"),
+      0);
+  fs::path guest2 = fs::path(tmp_.path()) / "guest2";
+  fs::create_directories(guest2);
+  body = {{"workspace",
+           {{"path", clean.string()}, {"guest_path", guest2.string()}, {"git_history", true}}}};
+  Response created = Call("POST", "/v1/sandboxes", body.dump());
+  ASSERT_EQ(created.status, 201) << created.body;
+  std::string in_guest = absl::StrCat("cd ", guest2.string(), " && git -c safe.directory='*' ");
+  EXPECT_EQ(GitOut(in_guest + "log --format=%s"), "two\none\n");
+  EXPECT_EQ(GitOut(in_guest + "remote get-url origin"), "https://example.com/r.git\n");
+  EXPECT_EQ(GitOut(in_guest + "status --porcelain"), "");
+  nlohmann::json sandbox =
+      Call("GET", absl::StrCat("/v1/sandboxes/", created.Json().value("id", ""))).Json();
+  EXPECT_EQ(sandbox["workspace"]["git_history"], true);
 }
 
 TEST_F(WorkspaceApiTest, BadRequestsSayWhatIsWrong) {

@@ -136,6 +136,9 @@ void WorkspaceService::RefreshInfo(Slot& slot) {
   if (!s.binding().exclude_remove.empty()) {
     j["include"] = s.binding().exclude_remove;
   }
+  if (s.binding().git_history) {
+    j["git_history"] = true;
+  }
   std::lock_guard lock(slot.info_mu);
   slot.info = std::move(j);
 }

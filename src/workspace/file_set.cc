@@ -25,7 +25,7 @@
 #include "src/base/status_macros.h"
 #include "src/base/unique_fd.h"
 #include "src/workspace/git_command.h"
-#include "src/workspace/git_sanitize.h"
+#include "src/workspace/git_snapshot.h"
 #include "src/workspace/paths.h"
 #include "src/workspace/secret_patterns.h"
 
@@ -34,7 +34,6 @@ namespace {
 
 // `ls-files -z` of a monorepo with a few million files still fits.
 constexpr size_t kGitOutputLimit = size_t{1} << 30;
-constexpr size_t kGitConfigLimit = size_t{4} << 20;
 // One descriptor per level while walking.
 constexpr int kMaxWalkDepth = 256;
 
@@ -48,11 +47,6 @@ std::string FirstLine(absl::string_view text) {
 }
 
 std::string Quoted(absl::string_view path) { return absl::StrCat("'", EscapePath(path), "'"); }
-
-enum class WalkMode {
-  kPlain,   // a tree outside git: everything but VCS metadata; special files noted
-  kGitDir,  // .git: no hooks, locks or special files; configs sanitized
-};
 
 // Gathers one FileSet; paths are resolved relative to the root's descriptor, so a long root
 // path or a root renamed meanwhile does not matter.
@@ -92,9 +86,9 @@ class Collector {
   }
 
   // Walks the directory `dir` (relative path `rel`, "" for the root), `depth` levels down.
-  absl::Status Walk(base::UniqueFd dir, const std::string& rel, WalkMode mode, int depth) {
+  // A tree outside git: everything but VCS metadata; special files noted.
+  absl::Status Walk(base::UniqueFd dir, const std::string& rel, int depth) {
     ABOX_ASSIGN_OR_RETURN(std::vector<std::string> names, ReadNames(dir.get(), rel));
-    const bool gitdir = mode == WalkMode::kGitDir && IsGitDir(dir.get(), rel, names);
     for (const std::string& name : names) {
       std::string path = rel.empty() ? name : absl::StrCat(rel, "/", name);
       struct stat st {};
@@ -112,30 +106,20 @@ class Collector {
       }
       const bool is_dir = S_ISDIR(st.st_mode);
       const bool is_file = S_ISREG(st.st_mode) || S_ISLNK(st.st_mode);
-      if (mode == WalkMode::kPlain && std::find(kVcsMetadataNames.begin(), kVcsMetadataNames.end(),
-                                                name) != kVcsMetadataNames.end()) {
+      if (std::find(kVcsMetadataNames.begin(), kVcsMetadataNames.end(), name) !=
+          kVcsMetadataNames.end()) {
         Note(absl::StrCat("skipped ", Quoted(path),
                           ": version control metadata outside a git worktree abox reads"));
         continue;
-      }
-      if (mode == WalkMode::kGitDir) {
-        // Hooks never go in: host hooks must not run in the guest, and hooks the guest writes
-        // must not come back to run on the host. Locks would block git; sockets are useless.
-        if ((gitdir && name == "hooks" && is_dir) || absl::EndsWith(name, ".lock") ||
-            (!is_dir && !is_file)) {
-          continue;
-        }
       }
       if (std::optional<std::string> pattern = rules_.Match(path, is_dir)) {
         set_.excluded.emplace_back(is_dir ? path + "/" : path, *pattern);
         continue;
       }
-      if (gitdir && S_ISREG(st.st_mode) && (name == "config" || name == "config.worktree")) {
-        AddGitConfig(dir.get(), name, path);
-      } else if (is_file) {
+      if (is_file) {
         set_.files.push_back(path);
       } else if (is_dir) {
-        ABOX_RETURN_IF_ERROR(Descend(dir.get(), name, path, mode, depth + 1));
+        ABOX_RETURN_IF_ERROR(Descend(dir.get(), name, path, depth + 1));
       } else {
         Note(absl::StrCat("skipped ", Quoted(path), ": a socket, FIFO or device file"));
       }
@@ -143,37 +127,10 @@ class Collector {
     return absl::OkStatus();
   }
 
-  // root/.git, when the root is the worktree's top.
-  absl::Status AddDotGit() {
-    struct stat st {};
-    if (::fstatat(root_fd_, ".git", &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      Note(
-          ".git is not in the root (the repository keeps it elsewhere): git will not work in "
-          "the guest for this tree");
-      return absl::OkStatus();
-    }
-    if (S_ISREG(st.st_mode)) {
-      Note(
-          ".git is a file (a linked worktree or a submodule) that points outside the tree: "
-          "git will not work in the guest for this tree");
-      return absl::OkStatus();
-    }
-    if (!S_ISDIR(st.st_mode)) {
-      Note(".git is not a directory (not followed): git will not work in the guest");
-      return absl::OkStatus();
-    }
-    if (std::optional<std::string> pattern = rules_.Match(".git", true)) {
-      set_.excluded.emplace_back(".git/", *pattern);
-      return absl::OkStatus();
-    }
-    return Descend(root_fd_, ".git", ".git", WalkMode::kGitDir, 1);
-  }
-
   void Note(std::string note) { set_.notes.push_back(std::move(note)); }
 
  private:
-  absl::Status Descend(int parent, const std::string& name, const std::string& path, WalkMode mode,
-                       int depth) {
+  absl::Status Descend(int parent, const std::string& name, const std::string& path, int depth) {
     if (depth > kMaxWalkDepth) {
       Note(absl::StrCat("skipped ", Quoted(path), ": deeper than ", kMaxWalkDepth, " levels"));
       return absl::OkStatus();
@@ -191,7 +148,7 @@ class Collector {
       }
       return base::ErrnoError(absl::StrCat("open(", EscapePath(path), ")"), err);
     }
-    return Walk(std::move(fd), path, mode, depth);
+    return Walk(std::move(fd), path, depth);
   }
 
   absl::StatusOr<std::vector<std::string>> ReadNames(int dir_fd, const std::string& rel) {
@@ -223,43 +180,6 @@ class Collector {
     }
     std::sort(names.begin(), names.end());
     return names;
-  }
-
-  // A git directory (not refs/, logs/ or objects/ beneath one): .git itself, or a directory
-  // under it with a HEAD file (.git/modules/<name>, .git/worktrees/<name>).
-  static bool IsGitDir(int dir_fd, const std::string& rel, const std::vector<std::string>& names) {
-    if (rel == ".git") {
-      return true;
-    }
-    for (absl::string_view part : absl::StrSplit(rel, '/')) {
-      if (part == "refs" || part == "logs" || part == "objects") {
-        return false;
-      }
-    }
-    struct stat st {};
-    return std::binary_search(names.begin(), names.end(), "HEAD") &&
-           ::fstatat(dir_fd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
-  }
-
-  void AddGitConfig(int dir_fd, const std::string& name, const std::string& path) {
-    base::UniqueFd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    absl::StatusOr<std::string> content =
-        fd ? base::ReadAllFd(fd.get(), kGitConfigLimit)
-           : absl::StatusOr<std::string>(base::ErrnoError("open"));
-    std::vector<std::string> removed;
-    absl::StatusOr<std::string> sanitized =
-        content.ok() ? SanitizeGitConfig(*content, &removed) : content.status();
-    if (sanitized.ok()) {
-      set_.replaced_content[path] = *std::move(sanitized);
-      if (!removed.empty()) {
-        Note(absl::StrCat(path, ": removed for the guest: ", absl::StrJoin(removed, ", ")));
-      }
-    } else {
-      set_.replaced_content[path] = MinimalGitConfig();
-      Note(absl::StrCat(path, " could not be sanitized (", sanitized.status().message(),
-                        "): the guest gets a minimal config without remotes"));
-    }
-    set_.files.push_back(path);
   }
 
   // True when every directory on the way to `path` is a real directory; a symlinked directory
@@ -387,6 +307,36 @@ absl::Status AddGitFiles(const std::string& root, Collector& c) {
   return absl::OkStatus();
 }
 
+// The guest's .git, built for it from the repository whose worktree top is `root`.
+absl::Status AddGitRepository(const std::string& root, const ExcludeRules& rules,
+                              const FileSetOptions& options, FileSet& set) {
+  if (std::optional<std::string> pattern = rules.Match(".git", true)) {
+    set.excluded.emplace_back(".git/", *pattern);
+    return absl::OkStatus();
+  }
+  if (options.git_build_dir.empty()) {
+    set.notes.emplace_back(
+        "no place to build the sandbox's git repository: git will not work "
+        "in the guest for this tree");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<GitSnapshot> git =
+      BuildGitSnapshot(root, options.git_build_dir, rules, options.git_history);
+  if (!git.ok()) {
+    // Full history that cannot be checked, or holds what must stay out, is refused; a
+    // snapshot that cannot be built only costs git in the guest.
+    if (options.git_history == GitHistory::kFull) {
+      return git.status();
+    }
+    set.notes.push_back(absl::StrCat("git will not work in the guest: ", git.status().message()));
+    return absl::OkStatus();
+  }
+  set.excluded.insert(set.excluded.end(), git->excluded.begin(), git->excluded.end());
+  set.notes.insert(set.notes.end(), git->notes.begin(), git->notes.end());
+  set.git = *std::move(git);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<FileSet> ComputeFileSet(const std::string& root, const FileSetOptions& options) {
@@ -423,18 +373,20 @@ absl::StatusOr<FileSet> ComputeFileSet(const std::string& root, const FileSetOpt
                           " of a git worktree: its .git is outside the synced tree, so git "
                           "will not work in the guest"));
     } else if (options.include_git_dir) {
-      ABOX_RETURN_IF_ERROR(c.AddDotGit());
+      ABOX_RETURN_IF_ERROR(AddGitRepository(root, rules, options, set));
     }
   } else {
     base::UniqueFd dup(::fcntl(root_fd.get(), F_DUPFD_CLOEXEC, 0));
     if (!dup) {
       return base::ErrnoError("fcntl(F_DUPFD_CLOEXEC)");
     }
-    ABOX_RETURN_IF_ERROR(c.Walk(std::move(dup), "", WalkMode::kPlain, 0));
+    ABOX_RETURN_IF_ERROR(c.Walk(std::move(dup), "", 0));
   }
   std::sort(set.files.begin(), set.files.end());
   set.files.erase(std::unique(set.files.begin(), set.files.end()), set.files.end());
   std::sort(set.excluded.begin(), set.excluded.end());
+  // A path both in the worktree and in HEAD's tree is reported once.
+  set.excluded.erase(std::unique(set.excluded.begin(), set.excluded.end()), set.excluded.end());
   return set;
 }
 

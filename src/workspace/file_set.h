@@ -9,41 +9,49 @@
 //     credentials (hgrc [auth], remote URLs with passwords) that abox cannot sanitize.
 //   - In both: secret-looking files (secret_patterns.h) never go in, tracked or not, and every
 //     path must pass ValidateRelativePath; anything else is skipped with a note.
-//   - .git goes in so that git works in the guest when the root is the worktree's top and .git
-//     is a directory: without hooks (never run host hooks in the guest, nor guest-written hooks
-//     later on the host), without *.lock files (a stale lock would block git), without sockets,
-//     and with each config (.git/config, .git/modules/*/config, worktree configs) replaced by
-//     SanitizeGitConfig's output.
+//   - The host's .git never goes in. When the root is a worktree's top (its .git a directory
+//     or a file: linked worktrees and submodules too), the guest gets a repository abox builds
+//     for it (git_snapshot.h): by default one commit of HEAD's tree without the excluded paths,
+//     on the same branch; the full history only on request, and only when no excluded path
+//     appears anywhere in it. Its entries are in FileSet::git, not in `files`.
 //
 // Symlinks are listed as symlinks and never followed, neither when walking nor on the way to a
-// path git lists. Nothing here reads file contents except git configs. Not thread-safe per
-// call; separate calls are independent.
+// path git lists. Nothing here reads the worktree's file contents. Not thread-safe per build
+// dir; otherwise separate calls are independent.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "src/workspace/git_snapshot.h"
 
 namespace abox::workspace {
 
 struct FileSetOptions {
   std::vector<std::string> exclude_add;     // extra secret patterns (secret_patterns.h syntax)
   std::vector<std::string> exclude_remove;  // default patterns to let in
+  // false: no .git for the guest at all.
   bool include_git_dir = true;
+  GitHistory git_history = GitHistory::kSnapshot;
+  // Where the guest's .git is built and kept between syncs (absolute; its parent must exist).
+  // Empty: no .git for the guest (noted).
+  std::string git_build_dir;
 };
 
 struct FileSet {
   bool is_git = false;  // root is (inside) a git worktree
-  // Sorted (bytewise) relative paths of regular files and symlinks to sync.
+  // Sorted (bytewise) relative paths of regular files and symlinks to sync, read from the root.
   std::vector<std::string> files;
-  // rel path -> content to send instead of the disk file (sanitized git configs). Every key
-  // is also in `files`.
-  std::map<std::string, std::string> replaced_content;
-  // (path, pattern) for each secret-looking file left out; a directory left out whole by the
-  // walk appears once, with a trailing '/'. Sorted by path.
+  // The guest's .git, read from git->dir (never from the root): when set, every entry below
+  // .git/ comes from there.
+  std::optional<GitSnapshot> git;
+  // (path, pattern) for each secret-looking file left out, of the worktree or of HEAD's tree
+  // (the guest's commit leaves it out too); a directory left out whole by the walk appears
+  // once, with a trailing '/'. Sorted by path.
   std::vector<std::pair<std::string, std::string>> excluded;
   // One printable line each: skipped names, submodules, why git will not work in the guest...
   std::vector<std::string> notes;
@@ -52,8 +60,10 @@ struct FileSet {
 // The file set of the directory `root` (absolute or relative to the cwd; a symlink to a
 // directory is accepted). kNotFound when root does not exist; kInvalidArgument when it is not
 // a directory, lies inside a .git directory or a bare repository, or an exclude option is bad;
-// other errors when git or the file system fails in a way that would make the set wrong (an
-// unreadable directory is a note, not an error).
+// kFailedPrecondition when full git history was asked for and holds an excluded path (the
+// message names them and their commits); other errors when git or the file system fails in a
+// way that would make the set wrong (an unreadable directory, or a snapshot git could not build,
+// is a note, not an error).
 [[nodiscard]] absl::StatusOr<FileSet> ComputeFileSet(const std::string& root,
                                                      const FileSetOptions& options);
 

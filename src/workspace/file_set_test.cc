@@ -1,13 +1,10 @@
 #include "src/workspace/file_set.h"
 
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -22,7 +19,7 @@
 #include "src/base/child_process.h"
 #include "src/base/fenced_remove.h"
 #include "src/base/io.h"
-#include "src/base/unique_fd.h"
+#include "src/workspace/testing/git_test_util.h"
 #include "src/workspace/testing/scratch_tree.h"
 
 namespace abox::workspace {
@@ -141,15 +138,28 @@ TEST_F(FileSetTest, TrackedFileDeletedFromWorktreeIsLeftOut) {
 
 TEST_F(FileSetTest, SecretsAreExcludedEvenWhenTracked) {
   InitRepo(dir_.path());
-  Write(dir_ / ".env", "API_KEY=1\n");
-  Write(dir_ / "certs/server.pem");
+  Write(dir_ / ".env", "API_KEY=hunter2-fileset\n");
+  Write(dir_ / "certs/server.pem", "fileset-key-bytes\n");
   Git(dir_.path(), {"add", "-f", ".env", "certs/server.pem"});
   Git(dir_.path(), {"commit", "-qm", "oops"});
   Write(dir_ / "home/.ssh/known_hosts");
-  FileSet set = Compute(dir_.path(), NoGitDir());
+  ScratchDir state;
+  FileSetOptions options;
+  options.git_build_dir = state / "git";
+  FileSet set = Compute(dir_.path(), options);
   EXPECT_THAT(set.files, ElementsAre(".gitignore", "a.txt", "src/main.cc"));
   EXPECT_THAT(set.excluded, ElementsAre(Pair(".env", ".env"), Pair("certs/server.pem", "*.pem"),
                                         Pair("home/.ssh/known_hosts", ".ssh/")));
+  // Nor does the history: what the guest gets holds the secrets nowhere, while git works.
+  ScratchDir guest;
+  testing::Materialize(dir_.path(), set, guest.path());
+  for (const char* secret : {"hunter2-fileset", "fileset-key-bytes"}) {
+    EXPECT_THAT(Git(guest.path(), {"log", "-p", "--all"}), Not(HasSubstr(secret)));
+    EXPECT_THAT(Git(guest.path(), {"cat-file", "--batch-all-objects", "--batch"}),
+                Not(HasSubstr(secret)));
+    EXPECT_THAT(testing::FilesContaining(guest.path(), secret), IsEmpty());
+  }
+  EXPECT_EQ(Git(guest.path(), {"status", "--porcelain"}), "");
 }
 
 TEST_F(FileSetTest, ExcludeRemoveLetsPemInAndExcludeAddTakesFilesOut) {
@@ -178,74 +188,50 @@ TEST_F(FileSetTest, BadExcludeOptionsAreErrors) {
   EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Copies a file set into `dest` as the guest would receive it.
-void Materialize(const std::string& root, const FileSet& set, const std::string& dest) {
-  for (const std::string& rel : set.files) {
-    fs::path from = fs::path(root) / rel;
-    fs::path to = fs::path(dest) / rel;
-    fs::create_directories(to.parent_path());
-    struct stat st {};
-    ASSERT_EQ(::lstat(from.c_str(), &st), 0) << rel;
-    if (S_ISLNK(st.st_mode)) {
-      fs::create_symlink(fs::read_symlink(from), to);
-      continue;
-    }
-    auto replaced = set.replaced_content.find(rel);
-    absl::StatusOr<std::string> content = replaced != set.replaced_content.end()
-                                              ? absl::StatusOr<std::string>(replaced->second)
-                                              : base::ReadFile(from.string());
-    ASSERT_TRUE(content.ok()) << content.status();
-    Write(to.string(), *content);
-  }
-}
-
-TEST_F(FileSetTest, GitDirGoesInWithoutHooksLocksAndSecretsInConfig) {
+TEST_F(FileSetTest, GuestGitIsBuiltNotCopiedFromTheHost) {
   InitRepo(dir_.path());
   Git(dir_.path(), {"config", "credential.helper", "store"});
   Git(dir_.path(), {"remote", "add", "origin", "https://user:tok123@example.com/x.git"});
-  Git(dir_.path(), {"branch", "hooks/feature"});  // refs/heads/hooks/ is not a hooks dir
+  Git(dir_.path(), {"branch", "other"});
   Write(dir_ / ".git/hooks/pre-commit", "#!/bin/sh\nexit 1\n");
+  Write(dir_ / ".git/info/exclude", "*.tmp\n");
   Write(dir_ / ".git/index.lock", "");
-  // A submodule's git dir: its hooks stay out and its config is sanitized too.
-  Write(dir_ / ".git/modules/lib/HEAD", "ref: refs/heads/main\n");
-  Write(dir_ / ".git/modules/lib/config",
-        "[credential]\n\thelper = cache\n[core]\n\tbare = false\n");
-  Write(dir_ / ".git/modules/lib/hooks/post-checkout");
-  // An fsmonitor-style socket.
-  base::UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::string sock_path = dir_ / ".git/fsmonitor.ipc";
-  ASSERT_LT(sock_path.size(), sizeof(addr.sun_path));
-  std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size());
-  ASSERT_EQ(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-
-  FileSet set = Compute(dir_.path());
-  EXPECT_THAT(set.files, Contains(".git/HEAD"));
-  EXPECT_THAT(set.files, Contains(".git/index"));
-  EXPECT_THAT(set.files, Contains(".git/config"));
-  EXPECT_THAT(set.files, Contains(".git/refs/heads/hooks/feature"));
-  EXPECT_THAT(set.files, Contains(".git/modules/lib/config"));
+  ScratchDir state;
+  FileSetOptions options;
+  options.git_build_dir = state / "git";
+  FileSet set = Compute(dir_.path(), options);
   for (const std::string& f : set.files) {
-    EXPECT_FALSE(absl::StartsWith(f, ".git/hooks/")) << f;
-    EXPECT_FALSE(absl::StartsWith(f, ".git/modules/lib/hooks/")) << f;
-    EXPECT_FALSE(absl::EndsWith(f, ".lock")) << f;
-    EXPECT_NE(f, ".git/fsmonitor.ipc");
+    EXPECT_FALSE(absl::StartsWith(f, ".git/")) << f;
   }
-  ASSERT_EQ(set.replaced_content.count(".git/config"), 1u);
-  const std::string& config = set.replaced_content.at(".git/config");
-  EXPECT_THAT(config, Not(HasSubstr("tok123")));
-  EXPECT_THAT(config, Not(HasSubstr("helper =")));
-  EXPECT_THAT(config, HasSubstr("https://example.com/x.git"));
-  EXPECT_THAT(set.replaced_content.at(".git/modules/lib/config"), Not(HasSubstr("cache")));
-  EXPECT_TRUE(AnyNoteHas(set, ".git/config: removed for the guest: credential.helper, remote.url"));
+  ASSERT_TRUE(set.git.has_value());
+  EXPECT_THAT(set.git->entries, Contains(Pair(".git/HEAD", ".git/HEAD")));
+  EXPECT_THAT(set.git->entries, Contains(Pair(".git/index", ".git/index")));
+  EXPECT_THAT(set.git->entries, Contains(Pair(".git/info/exclude", ".git/info/exclude")));
+  for (const auto& [guest, local] : set.git->entries) {
+    EXPECT_FALSE(absl::StartsWith(guest, ".git/hooks")) << guest;
+    EXPECT_FALSE(absl::EndsWith(guest, ".lock")) << guest;
+  }
+  EXPECT_TRUE(AnyNoteHas(set, "snapshot of 'master'")) << ::testing::PrintToString(set.notes);
 
-  // git works on the copy the guest gets, and sees a clean tree with the host's history.
   ScratchDir guest;
-  Materialize(dir_.path(), set, guest.path());
+  testing::Materialize(dir_.path(), set, guest.path());
+  std::string config = testing::ReadWholeFile(guest / ".git/config");
+  EXPECT_THAT(config, Not(HasSubstr("tok123")));
+  EXPECT_THAT(config, Not(HasSubstr("helper")));
+  EXPECT_THAT(config, Not(HasSubstr("example.com")));
   EXPECT_EQ(Git(guest.path(), {"status", "--porcelain"}), "");
-  EXPECT_EQ(Git(guest.path(), {"log", "--format=%s"}), "init\n");
-  EXPECT_EQ(Git(guest.path(), {"remote", "get-url", "origin"}), "https://example.com/x.git\n");
+  EXPECT_EQ(Git(guest.path(), {"log", "--format=%s"}),
+            "abox: snapshot of branch 'master' at " + Git(dir_.path(), {"rev-parse", "HEAD"}));
+  EXPECT_EQ(Git(guest.path(), {"branch", "--format=%(refname:short)"}), "master\n");
+  Write(guest / "x.tmp");
+  EXPECT_EQ(Git(guest.path(), {"status", "--porcelain"}), "") << "info/exclude did not go in";
+}
+
+TEST_F(FileSetTest, WithoutABuildDirTheGuestGetsNoGit) {
+  InitRepo(dir_.path());
+  FileSet set = Compute(dir_.path());
+  EXPECT_FALSE(set.git.has_value());
+  EXPECT_TRUE(AnyNoteHas(set, "git will not work in the guest"));
 }
 
 TEST_F(FileSetTest, SubdirectoryRootListsRelativePathsAndNotesMissingGitDir) {
@@ -322,15 +308,19 @@ TEST_F(FileSetTest, NameWithNewlineIsSkippedWithNote) {
   }
 }
 
-TEST_F(FileSetTest, LinkedWorktreeWithGitFileIsNoted) {
+TEST_F(FileSetTest, LinkedWorktreeWithGitFileGetsARepositoryToo) {
   std::string repo = dir_ / "repo";
   fs::create_directories(repo);
   InitRepo(repo);
   Git(repo, {"worktree", "add", "-q", dir_ / "wt"});
-  FileSet set = Compute(dir_ / "wt");
+  ScratchDir state;
+  FileSetOptions options;
+  options.git_build_dir = state / "git";
+  FileSet set = Compute(dir_ / "wt", options);
   EXPECT_TRUE(set.is_git);
   EXPECT_THAT(set.files, ElementsAre(".gitignore", "a.txt", "src/main.cc"));
-  EXPECT_TRUE(AnyNoteHas(set, ".git is a file")) << ::testing::PrintToString(set.notes);
+  ASSERT_TRUE(set.git.has_value());
+  EXPECT_EQ(set.git->branch, "wt");
 }
 
 TEST_F(FileSetTest, SubmodulesAndNestedRepositoriesAreSkippedWithNotes) {

@@ -18,7 +18,7 @@ namespace {
 
 // The environment git runs with: the caller's, minus what would redirect git or make it
 // interactive, plus settings that keep it from running configured programs.
-std::vector<std::string> GitEnvironment() {
+std::vector<std::string> GitEnvironment(const GitOptions& options) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     absl::string_view kv(*e);
@@ -33,6 +33,14 @@ std::vector<std::string> GitEnvironment() {
   env.emplace_back("GIT_OPTIONAL_LOCKS=0");
   env.emplace_back("GIT_CONFIG_NOSYSTEM=1");
   env.emplace_back("GIT_PAGER=cat");
+  // Replace refs would show other objects than the ones asked for; a partial clone would
+  // fetch missing objects from its remote (git 2.45 and later honour this).
+  env.emplace_back("GIT_NO_REPLACE_OBJECTS=1");
+  env.emplace_back("GIT_NO_LAZY_FETCH=1");
+  if (options.no_global_config) {
+    env.emplace_back("GIT_CONFIG_GLOBAL=/dev/null");
+  }
+  env.insert(env.end(), options.env.begin(), options.env.end());
   return env;
 }
 
@@ -40,13 +48,23 @@ std::vector<std::string> GitEnvironment() {
 
 absl::StatusOr<GitResult> RunGit(const std::string& cwd, const std::vector<std::string>& args,
                                  absl::string_view input, size_t max_output) {
+  GitOptions options;
+  options.input = input;
+  options.max_output = max_output;
+  return RunGit(cwd, args, options);
+}
+
+absl::StatusOr<GitResult> RunGit(const std::string& cwd, const std::vector<std::string>& args,
+                                 const GitOptions& git_options) {
+  absl::string_view input = git_options.input;
+  const size_t max_output = git_options.max_output;
   ABOX_ASSIGN_OR_RETURN(base::Pipe in, base::MakePipe());
   ABOX_ASSIGN_OR_RETURN(base::Pipe out, base::MakePipe());
   ABOX_ASSIGN_OR_RETURN(base::Pipe err, base::MakePipe());
   base::SpawnOptions options;
   options.argv = {"git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"};
   options.argv.insert(options.argv.end(), args.begin(), args.end());
-  options.env = GitEnvironment();
+  options.env = GitEnvironment(git_options);
   options.cwd = cwd;
   options.stdin_fd = in.read.get();
   options.stdout_fd = out.write.get();
@@ -100,7 +118,12 @@ absl::StatusOr<GitResult> RunGit(const std::string& cwd, const std::vector<std::
         continue;
       }
       ssize_t r = ::read(fd.get(), buf, sizeof(buf));
-      if (r > 0) {
+      if (r > 0 && i == 0 && git_options.on_output) {
+        if (absl::Status s = git_options.on_output(absl::string_view(buf, static_cast<size_t>(r)));
+            !s.ok()) {
+          return s;  // the child is killed and reaped by its destructor
+        }
+      } else if (r > 0) {
         sink.append(buf, static_cast<size_t>(r));
         if (sink.size() > max_output) {
           return absl::ResourceExhaustedError(absl::StrCat(

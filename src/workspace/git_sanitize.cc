@@ -300,6 +300,9 @@ Decision Decide(absl::string_view section, absl::string_view key) {
     if (key == "askpass") {
       return {Action::kDrop, "a host program that hands out passwords"};
     }
+    if (key == "worktree") {
+      return {Action::kDrop, "a host path the sandbox does not have"};
+    }
   }
   if (section == "http") {
     if (key == "extraheader") {

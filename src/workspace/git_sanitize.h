@@ -1,7 +1,8 @@
-// Sanitizing a repository's .git/config before it goes into the guest. The guest gets a copy of
-// .git so that git works there, but the host's config can carry credentials (helpers, tokens in
-// URLs, auth headers) and can run host programs (hooks, fsmonitor, ssh commands); an agent in
-// the guest must see neither.
+// Sanitizing a repository's .git/config before it goes into the guest: the full-history
+// repository git_snapshot.h builds gets the host's config so that remotes and settings work
+// there, but the host's config can carry credentials (helpers, tokens in URLs, auth headers)
+// and can run host programs (hooks, fsmonitor, ssh commands); an agent in the guest must see
+// neither.
 //
 // Trust: the config is the user's own file, but it is parsed strictly, as git does (section
 // headers, quoting, escapes, continuations, comments): anything git would not parse is an error
@@ -22,7 +23,7 @@ namespace abox::workspace {
 // kept byte for byte (comments too). Each removal leaves a `# abox: ...` comment saying why.
 // Removed:
 //   - [credential] and [credential "<url>"] sections, [includeIf ...] sections, include.path;
-//   - core.hooksPath, core.fsmonitor, core.sshCommand, core.askPass;
+//   - core.hooksPath, core.fsmonitor, core.sshCommand, core.askPass, core.worktree;
 //   - http[.<url>].extraHeader, cookieFile, sslKey, sslCert, sslCertPasswordProtected;
 //   - sendemail[.<identity>].smtpPass, and any key whose name contains "token", "password" or
 //     "secret" (tools such as hub and glab keep tokens in git config);

@@ -109,6 +109,7 @@ TEST(SanitizeGitConfigTest, RemovesHostProgramsAndIncludes) {
       "\tfsmonitor = true\n"
       "\tsshCommand = ssh -i ~/.ssh/deploy\n"
       "\taskPass = /usr/bin/ksshaskpass\n"
+      "\tworktree = /home/me/src/app\n"
       "\tautocrlf = input\n"
       "[include]\n\tpath = ~/.gitconfig-secrets\n"
       "[includeIf \"gitdir:~/work/\"]\n\tpath = ~/.gitconfig-work\n"
@@ -117,9 +118,9 @@ TEST(SanitizeGitConfigTest, RemovesHostProgramsAndIncludes) {
   std::vector<std::string> removed;
   std::string out = Sanitize(config, &removed);
   EXPECT_EQ(GitList(out), "core.autocrlf=input\nsendemail.smtpuser=me\ngithub.user=me\n");
-  EXPECT_THAT(removed,
-              ElementsAre("core.hookspath", "core.fsmonitor", "core.sshcommand", "core.askpass",
-                          "include.path", "includeif.path", "sendemail.smtppass", "github.token"));
+  EXPECT_THAT(removed, ElementsAre("core.hookspath", "core.fsmonitor", "core.sshcommand",
+                                   "core.askpass", "core.worktree", "include.path",
+                                   "includeif.path", "sendemail.smtppass", "github.token"));
   EXPECT_THAT(out, HasSubstr("# abox: removed core.hookspath: hooks do not go into the guest"));
 }
 

@@ -19,15 +19,18 @@ namespace {
 // A summary line from `ws unpack` is small; anything longer is not one.
 constexpr size_t kMaxUnpackOutput = 4096;
 
-// Adds the host's changed entries to the archive, storing every file in the object store first
-// and archiving the stored copy: the base then holds exactly the bytes the guest got, even when
-// the host file changes while it is being sent.
+// Adds the host's changed entries to the archive, storing every worktree file in the object
+// store first and archiving the stored copy: the base then holds exactly the bytes the guest
+// got, even when the host file changes while it is being sent. The guest's .git comes from
+// its build dir as it is: only abox writes there, and diff and apply never read it.
 class ArchiveFeeder {
  public:
-  ArchiveFeeder(WorkspaceState& state, int root_fd, const FileSet& fs, Manifest& manifest,
-                SyncReport& report, const SyncProgressFn& progress, uint64_t total_bytes)
+  ArchiveFeeder(WorkspaceState& state, int root_fd, int git_fd, const FileSet& fs,
+                Manifest& manifest, SyncReport& report, const SyncProgressFn& progress,
+                uint64_t total_bytes)
       : state_(state),
         root_fd_(root_fd),
+        git_fd_(git_fd),
         fs_(fs),
         manifest_(manifest),
         report_(report),
@@ -43,31 +46,43 @@ class ArchiveFeeder {
       case EntryType::kFile:
         break;
     }
-    if (auto it = fs_.replaced_content.find(path); it != fs_.replaced_content.end()) {
-      ABOX_ASSIGN_OR_RETURN(e.sha256, state_.objects().PutData(it->second));
-      e.size = it->second.size();
-    } else {
-      ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenBeneath(path));
-      uint64_t size = 0;
-      ABOX_ASSIGN_OR_RETURN(std::string sha, state_.objects().PutFd(fd.get(), &size));
-      // Changed since the scan: send (and record) what was actually read.
-      e.sha256 = sha;
-      e.size = size;
+    if (fs_.git) {
+      if (auto it = fs_.git->entries.find(path); it != fs_.git->entries.end()) {
+        ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenBeneath(git_fd_, it->second));
+        struct stat st {};
+        if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) != e.size) {
+          return absl::AbortedError(
+              absl::StrCat("'", EscapePath(path), "' changed while it was synced; sync again"));
+        }
+        ABOX_RETURN_IF_ERROR(writer.AddFromFd(path, e, fd.get()));
+        Sent(e);
+        return absl::OkStatus();
+      }
     }
+    ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenBeneath(root_fd_, path));
+    uint64_t size = 0;
+    ABOX_ASSIGN_OR_RETURN(std::string sha, state_.objects().PutFd(fd.get(), &size));
+    // Changed since the scan: send (and record) what was actually read.
+    e.sha256 = sha;
+    e.size = size;
     ABOX_ASSIGN_OR_RETURN(base::UniqueFd object, state_.objects().OpenObject(e.sha256));
     ABOX_RETURN_IF_ERROR(writer.AddFromFd(path, e, object.get()));
-    report_.bytes += e.size;
-    if (progress_) {
-      progress_("send", report_.bytes, total_bytes_);
-    }
+    Sent(e);
     return absl::OkStatus();
   }
 
  private:
-  // Reading (unlike writing, which is HostTree's) may enter .git/; never through a symlink.
-  absl::StatusOr<base::UniqueFd> OpenBeneath(const std::string& path) {
+  void Sent(const Entry& e) {
+    report_.bytes += e.size;
+    if (progress_) {
+      progress_("send", report_.bytes, total_bytes_);
+    }
+  }
+
+  // Never through a symlink.
+  static absl::StatusOr<base::UniqueFd> OpenBeneath(int root_fd, const std::string& path) {
     auto [parent, name] = SplitParent(path);
-    ABOX_ASSIGN_OR_RETURN(base::UniqueFd dir, OpenDirBeneath(root_fd_, parent));
+    ABOX_ASSIGN_OR_RETURN(base::UniqueFd dir, OpenDirBeneath(root_fd, parent));
     base::UniqueFd fd(::openat(dir.get(), std::string(name).c_str(),
                                O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
     if (!fd) {
@@ -83,6 +98,7 @@ class ArchiveFeeder {
 
   WorkspaceState& state_;
   int root_fd_;
+  int git_fd_;  // the guest .git's build dir; -1 without one
   const FileSet& fs_;
   Manifest& manifest_;
   SyncReport& report_;
@@ -101,6 +117,8 @@ absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
   FileSetOptions fs_options;
   fs_options.exclude_add = binding.exclude_add;
   fs_options.exclude_remove = binding.exclude_remove;
+  fs_options.git_history = binding.git_history ? GitHistory::kFull : GitHistory::kSnapshot;
+  fs_options.git_build_dir = state.git_build_dir();
   ABOX_ASSIGN_OR_RETURN(FileSet fs, ComputeFileSet(binding.host_root, fs_options));
   for (const auto& [path, pattern] : fs.excluded) {
     report.excluded.push_back(absl::StrCat(EscapePath(path), " (", pattern, ")"));
@@ -113,14 +131,31 @@ absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
   scan.cache = &state.host_cache();
   scan.stats = &stats;
   ABOX_ASSIGN_OR_RETURN(Manifest manifest, ScanPaths(binding.host_root, fs.files, scan));
-  report.hashed = state.host_cache().hashed() - hashed_before;
-  for (const auto& [path, content] : fs.replaced_content) {
-    auto it = manifest.find(path);
-    if (it != manifest.end() && it->second.type == EntryType::kFile) {
-      it->second.sha256 = Sha256Hex(content);
-      it->second.size = content.size();
+  if (fs.git) {
+    // The build dir holds the guest's .git under .git/ too, so paths (and the stat cache's
+    // keys) are the guest's; only a renamed entry (the full history's config) moves.
+    std::vector<std::string> local;
+    for (const auto& [guest, from] : fs.git->entries) {
+      local.push_back(from);
+    }
+    std::sort(local.begin(), local.end());
+    ABOX_ASSIGN_OR_RETURN(Manifest git, ScanPaths(fs.git->dir, local, scan));
+    for (const auto& [guest, from] : fs.git->entries) {
+      auto it = git.find(from);
+      if (it == git.end()) {
+        return absl::AbortedError(
+            absl::StrCat("'", EscapePath(guest), "' went away while it was synced; sync again"));
+      }
+      manifest[guest] = it->second;
+    }
+    for (auto& [path, entry] : git) {
+      if (!manifest.contains(path) && entry.type == EntryType::kDir) {
+        manifest.emplace(path, entry);  // parents, such as .git/objects/pack
+      }
     }
   }
+  state.host_cache().Retain(manifest);
+  report.hashed = state.host_cache().hashed() - hashed_before;
   report.total_files = manifest.size();
   if (progress) {
     progress("scan", manifest.size(), manifest.size());
@@ -154,7 +189,12 @@ absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
     total_bytes += manifest.at(path).size;
   }
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd root_fd, OpenRoot(binding.host_root));
-  ArchiveFeeder feeder(state, root_fd.get(), fs, manifest, report, progress, total_bytes);
+  base::UniqueFd git_fd;
+  if (fs.git) {
+    ABOX_ASSIGN_OR_RETURN(git_fd, OpenRoot(fs.git->dir));
+  }
+  ArchiveFeeder feeder(state, root_fd.get(), git_fd ? git_fd.get() : -1, fs, manifest, report,
+                       progress, total_bytes);
   std::string summary;
   absl::Status status = tools.Run(
       {"unpack", binding.guest_path, "--owner", kGuestOwner},

@@ -110,6 +110,7 @@ absl::StatusOr<std::unique_ptr<WorkspaceState>> WorkspaceState::Open(const std::
   b.guest_path = j.value("guest_path", std::string(kDefaultGuestPath));
   b.exclude_add = j.value("exclude_add", std::vector<std::string>{});
   b.exclude_remove = j.value("exclude_remove", std::vector<std::string>{});
+  b.git_history = j.value("git_history", false);
   state->sync_count_ = j.value("sync_count", uint64_t{0});
   if (j.contains("last_sync_unix_ns") && j["last_sync_unix_ns"].is_number_integer()) {
     state->last_sync_ = absl::FromUnixNanos(j["last_sync_unix_ns"].get<int64_t>());
@@ -130,11 +131,9 @@ absl::StatusOr<std::unique_ptr<WorkspaceState>> WorkspaceState::Open(const std::
 }
 
 absl::Status WorkspaceState::SaveBinding() const {
-  json j = {{"host_root", binding_.host_root},
-            {"guest_path", binding_.guest_path},
-            {"exclude_add", binding_.exclude_add},
-            {"exclude_remove", binding_.exclude_remove},
-            {"sync_count", sync_count_}};
+  json j = {{"host_root", binding_.host_root},     {"guest_path", binding_.guest_path},
+            {"exclude_add", binding_.exclude_add}, {"exclude_remove", binding_.exclude_remove},
+            {"git_history", binding_.git_history}, {"sync_count", sync_count_}};
   if (last_sync_ != absl::InfinitePast()) {
     j["last_sync_unix_ns"] = absl::ToUnixNanos(last_sync_);
   }

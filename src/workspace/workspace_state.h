@@ -3,6 +3,7 @@
 //   base.ndjson    the manifest of what was last synced in (the base of diff and apply)
 //   objects/       the content of every base file (and of fetched guest files), by sha256
 //   stat-cache     the host scan's stat cache (unchanged files are not re-read)
+//   git/           the guest's .git, built from the host's repository (git_snapshot.h)
 // Not thread-safe: the daemon serializes workspace operations per sandbox.
 #pragma once
 
@@ -25,6 +26,9 @@ struct Binding {
   std::string guest_path = kDefaultGuestPath;
   std::vector<std::string> exclude_add;     // patterns added to the secret excludes
   std::vector<std::string> exclude_remove;  // default patterns taken out
+  // The guest's .git holds the host's full history (refused while any excluded path is in
+  // it) instead of a one-commit snapshot of HEAD without the excluded paths.
+  bool git_history = false;
 };
 
 // Checks a binding from a request: the host directory exists (made canonical), the guest path
@@ -41,6 +45,8 @@ class WorkspaceState final {
 
   [[nodiscard]] const Binding& binding() const { return binding_; }
   [[nodiscard]] const std::string& dir() const { return dir_; }
+  // Where the guest's .git is built and kept between syncs.
+  [[nodiscard]] std::string git_build_dir() const { return dir_ + "/git"; }
   [[nodiscard]] const Manifest& base() const { return base_; }
   [[nodiscard]] absl::Time last_sync() const { return last_sync_; }
   [[nodiscard]] uint64_t sync_count() const { return sync_count_; }

@@ -69,12 +69,15 @@ class WorkspaceE2eTest : public ::testing::Test {
     std::string git = absl::StrCat("cd '", repo_.string(),
                                    "' && GIT_CONFIG_GLOBAL=/dev/null git -c user.name=t -c "
                                    "user.email=t@e ");
-    ASSERT_EQ(Sh(git + "init -q . && git config credential.helper store && " + git +
-                 "remote add origin https://me:ghp_secret@github.com/x/y.git && " + git +
-                 "add -A && " + git +
-                 "commit -qm init && printf '#!/bin/sh\\nexit 0\\n' > "
-                 ".git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"),
-              0);
+    // The secrets are committed, removed from git and committed again: the history holds
+    // them, the worktree keeps them untracked.
+    ASSERT_EQ(
+        Sh(git + "init -q . && git config credential.helper store && " + git +
+           "remote add origin https://me:ghp_secret@github.com/x/y.git && " + git + "add -A && " +
+           git + "commit -qm init && " + git + "rm -q --cached .env deploy.pem && " + git +
+           "commit -qm 'remove the secrets' && printf '#!/bin/sh\\nexit 0\\n' > "
+           ".git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"),
+        0);
   }
   void TearDown() override {
     AboxResult ids = Abox({"ls", "-a", "-q"});
@@ -121,6 +124,27 @@ TEST_F(WorkspaceE2eTest, CopyInDiffApplyUndoPull) {
   EXPECT_THAT(look.out, Not(HasSubstr("helper = store")));
   EXPECT_THAT(look.out, Not(HasSubstr("pre-commit")));
   EXPECT_THAT(look.out, HasSubstr("\n1\nno-env"));  // one commit: git works as the agent
+
+  // The secrets were committed, removed and committed again on the host: in the VM, the
+  // history, every object and every file under /workspace hold no byte of them.
+  AboxResult history =
+      Abox({"exec", id, "--", "sh", "-c",
+            "set -e; git log -p --all > /tmp/log; git cat-file --batch-all-objects --batch > "
+            "/tmp/objects; test -s /tmp/log; test -s /tmp/objects; grep -c -F -e hunter2 -e "
+            "'PRIVATE KEY' /tmp/log /tmp/objects || true; grep -rlF -e hunter2 -e 'PRIVATE KEY' "
+            "/workspace || echo none; git log -1 --format=%B | grep Abox-Host-Head; git status "
+            "--porcelain | wc -l"});
+  ASSERT_EQ(history.exit_code, 0) << history.err;
+  std::string host_head;
+  {
+    FILE* p = ::popen(absl::StrCat("git -C '", repo_.string(), "' rev-parse HEAD").c_str(), "r");
+    char buf[200] = {};
+    ASSERT_NE(std::fgets(buf, sizeof(buf), p), nullptr);
+    ::pclose(p);
+    host_head = std::string(absl::StripAsciiWhitespace(buf));
+  }
+  EXPECT_EQ(history.out,
+            absl::StrCat("/tmp/log:0\n/tmp/objects:0\nnone\nAbox-Host-Head: ", host_head, "\n0\n"));
 
   // Sync before every exec: a host edit and a host delete show up in the guest.
   WriteAll(repo_ / "notes.txt", "from the host\n");
