@@ -82,8 +82,15 @@ class Collector {
       set_.excluded.emplace_back(path, *pattern);
       return;
     }
+    if (std::optional<std::string> reason = SecretContent(root_fd_, path, path, st)) {
+      ExcludeForContent(path, *reason);
+      return;
+    }
     set_.files.push_back(path);
   }
+
+  // Files left out for their content (path -> reason), for the rules git's copy is built with.
+  const std::map<std::string, std::string>& content_excluded() const { return content_excluded_; }
 
   // Walks the directory `dir` (relative path `rel`, "" for the root), `depth` levels down.
   // A tree outside git: everything but VCS metadata; special files noted.
@@ -117,6 +124,10 @@ class Collector {
         continue;
       }
       if (is_file) {
+        if (std::optional<std::string> reason = SecretContent(dir.get(), name, path, st)) {
+          ExcludeForContent(path, *reason);
+          continue;
+        }
         set_.files.push_back(path);
       } else if (is_dir) {
         ABOX_RETURN_IF_ERROR(Descend(dir.get(), name, path, depth + 1));
@@ -130,6 +141,40 @@ class Collector {
   void Note(std::string note) { set_.notes.push_back(std::move(note)); }
 
  private:
+  // Why the regular file `name` (below `dir_fd`; `path` from the root) is a secret by its
+  // content, or nullopt. Only files a content rule can match are read, and only their first
+  // kSecretContentProbeBytes; one that cannot be read is judged by its name alone.
+  static std::optional<std::string> SecretContent(int dir_fd, const std::string& name,
+                                                  const std::string& path, const struct stat& st) {
+    if (!S_ISREG(st.st_mode) || !ShouldProbeSecretContent(path, st.st_size)) {
+      return std::nullopt;
+    }
+    base::UniqueFd fd(
+        ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!fd) {
+      return std::nullopt;
+    }
+    std::string head(kSecretContentProbeBytes, '\0');
+    size_t got = 0;
+    while (got < head.size()) {
+      ssize_t n = ::read(fd.get(), head.data() + got, head.size() - got);
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        break;
+      }
+      got += static_cast<size_t>(n);
+    }
+    head.resize(got);
+    return SecretContentReason(head);
+  }
+
+  void ExcludeForContent(const std::string& path, const std::string& reason) {
+    set_.excluded.emplace_back(path, reason);
+    content_excluded_.emplace(path, reason);
+  }
+
   absl::Status Descend(int parent, const std::string& name, const std::string& path, int depth) {
     if (depth > kMaxWalkDepth) {
       Note(absl::StrCat("skipped ", Quoted(path), ": deeper than ", kMaxWalkDepth, " levels"));
@@ -210,6 +255,7 @@ class Collector {
   const ExcludeRules& rules_;
   FileSet& set_;
   std::map<std::string, bool> parent_ok_;
+  std::map<std::string, std::string> content_excluded_;
 };
 
 struct GitProbe {
@@ -373,7 +419,9 @@ absl::StatusOr<FileSet> ComputeFileSet(const std::string& root, const FileSetOpt
                           " of a git worktree: its .git is outside the synced tree, so git "
                           "will not work in the guest"));
     } else if (options.include_git_dir) {
-      ABOX_RETURN_IF_ERROR(AddGitRepository(root, rules, options, set));
+      // What the worktree left out for its content stays out of git's copy of HEAD too.
+      ABOX_RETURN_IF_ERROR(
+          AddGitRepository(root, rules.WithExactPaths(c.content_excluded()), options, set));
     }
   } else {
     base::UniqueFd dup(::fcntl(root_fd.get(), F_DUPFD_CLOEXEC, 0));

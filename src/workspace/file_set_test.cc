@@ -162,6 +162,39 @@ TEST_F(FileSetTest, SecretsAreExcludedEvenWhenTracked) {
   EXPECT_EQ(Git(guest.path(), {"status", "--porcelain"}), "");
 }
 
+TEST_F(FileSetTest, ServiceAccountKeysAreLeftOutByContentFromTheTreeAndFromGit) {
+  // A key under a name no pattern knows: only its content says what it is.
+  const std::string key =
+      "{\n  \"type\": \"service_account\",\n  \"project_id\": \"p\",\n"
+      "  \"private_key\": \"sa-key-bytes-0451\"\n}\n";
+  InitRepo(dir_.path());
+  Write(dir_ / "deploy/ci-bot.json", key);
+  Write(dir_ / "config/settings.json", "{\"type\": \"settings\"}\n");
+  Git(dir_.path(), {"add", "-A"});
+  Git(dir_.path(), {"commit", "-qm", "add the bot"});
+  Write(dir_ / "untracked-key.json", key);
+  ScratchDir state;
+  FileSetOptions options;
+  options.git_build_dir = state / "git";
+  FileSet set = Compute(dir_.path(), options);
+  EXPECT_THAT(set.files, Not(Contains("deploy/ci-bot.json")));
+  EXPECT_THAT(set.files, Not(Contains("untracked-key.json")));
+  EXPECT_THAT(set.files, Contains("config/settings.json"));
+  EXPECT_THAT(set.excluded, Contains(Pair("deploy/ci-bot.json", HasSubstr("service-account"))));
+  EXPECT_THAT(set.excluded, Contains(Pair("untracked-key.json", HasSubstr("service-account"))));
+  ScratchDir guest;
+  testing::Materialize(dir_.path(), set, guest.path());
+  EXPECT_THAT(Git(guest.path(), {"cat-file", "--batch-all-objects", "--batch"}),
+              Not(HasSubstr("sa-key-bytes-0451")));
+  EXPECT_THAT(testing::FilesContaining(guest.path(), "sa-key-bytes-0451"), IsEmpty());
+  // The same key in a plain directory is left out too.
+  ScratchDir plain;
+  Write(plain / "k.json", key);
+  Write(plain / "a.txt");
+  FileSet plain_set = Compute(plain.path());
+  EXPECT_THAT(plain_set.files, ElementsAre("a.txt"));
+}
+
 TEST_F(FileSetTest, ExcludeRemoveLetsPemInAndExcludeAddTakesFilesOut) {
   InitRepo(dir_.path());
   Write(dir_ / "certs/ca.pem");

@@ -336,6 +336,9 @@ class Builder {
     for (const std::string& p : rules_.patterns()) {
       absl::StrAppend(&text, p, absl::string_view("\0", 1));
     }
+    for (const auto& [path, reason] : rules_.exact_paths()) {
+      absl::StrAppend(&text, "=", path, absl::string_view("\0", 1));
+    }
     return Sha256Hex(text);
   }
 

@@ -178,7 +178,18 @@ absl::StatusOr<ExcludeRules> ExcludeRules::Create(const std::vector<std::string>
   return ExcludeRules(std::move(patterns), std::move(compiled));
 }
 
+ExcludeRules ExcludeRules::WithExactPaths(std::map<std::string, std::string> paths) const {
+  ExcludeRules copy = *this;
+  copy.exact_.insert(paths.begin(), paths.end());
+  return copy;
+}
+
 std::optional<std::string> ExcludeRules::Match(absl::string_view rel_path, bool is_dir) const {
+  if (!is_dir) {
+    if (auto it = exact_.find(rel_path); it != exact_.end()) {
+      return it->second;
+    }
+  }
   std::vector<absl::string_view> parts = absl::StrSplit(rel_path, '/');
   const size_t n = parts.size();
   for (size_t p = 0; p < compiled_.size(); ++p) {

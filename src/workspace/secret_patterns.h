@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -70,8 +71,17 @@ class ExcludeRules final {
   // patterns() order wins.
   [[nodiscard]] std::optional<std::string> Match(absl::string_view rel_path, bool is_dir) const;
 
+  // A copy that also excludes each path of `paths` exactly (a file, not a directory), Match
+  // returning its reason: the files a content rule caught (SecretContentReason), so the same
+  // rules leave them out of what git carries too.
+  [[nodiscard]] ExcludeRules WithExactPaths(std::map<std::string, std::string> paths) const;
+
   // The effective patterns as given (defaults first, then additions).
   [[nodiscard]] const std::vector<std::string>& patterns() const { return patterns_; }
+  // The exact paths of WithExactPaths, with their reasons.
+  [[nodiscard]] const std::map<std::string, std::string, std::less<>>& exact_paths() const {
+    return exact_;
+  }
 
  private:
   struct Compiled {
@@ -86,6 +96,7 @@ class ExcludeRules final {
 
   std::vector<std::string> patterns_;
   std::vector<Compiled> compiled_;  // parallel to patterns_
+  std::map<std::string, std::string, std::less<>> exact_;
 };
 
 }  // namespace abox::workspace
