@@ -26,6 +26,8 @@ constexpr size_t kReadChunk = size_t{64} << 10;
 // Reads from the channel per loop iteration, so a flooding host cannot starve the commands.
 constexpr int kReadsPerWake = 4;
 constexpr size_t kMaxPing = 64;
+// Frames dropped before hello before that is a violation (see Agent::stale_frames_).
+constexpr uint32_t kMaxStaleFrames = 64;
 constexpr std::chrono::milliseconds kRetryMin{10};
 constexpr std::chrono::milliseconds kRetryMax{50};
 
@@ -339,7 +341,15 @@ void Agent::HostGone(absl::string_view why) {
 void Agent::HandleFrame(const proto::Frame& frame) {
   FrameType type = frame.header.type;
   if (state_ == State::kAwaitHello && type != FrameType::kHello) {
-    Violation(absl::StrCat("expected hello, got ", TypeName(type)));
+    // A frame of the previous host's session (see stale_frames_), or a host that never says
+    // hello: the first few are dropped, then it is a violation.
+    if (++stale_frames_ > kMaxStaleFrames) {
+      Violation(absl::StrCat("expected hello, got ", TypeName(type), " (after ", kMaxStaleFrames,
+                             " frames without hello)"));
+    } else if (stale_frames_ == 1) {
+      Log(absl::StrCat("dropping frames before hello (left from a previous host session?): ",
+                       TypeName(type)));
+    }
     return;
   }
   switch (type) {
@@ -562,6 +572,7 @@ void Agent::ResetSession() {
   }
   decoder_ = proto::FrameDecoder();
   last_opened_ = 0;
+  stale_frames_ = 0;
 }
 
 void Agent::HandleSignals() {

@@ -106,6 +106,10 @@ class Agent final : private FrameSink {
   uint32_t send_window_ = proto::kDefaultWindow;
   uint32_t max_payload_ = proto::kMaxPayload;
   uint32_t last_opened_ = 0;  // stream ids must increase: a smaller one was used already
+  // Frames dropped while awaiting hello: what a previous host wrote just before it died can
+  // still be in the port's queue when the next host connects (virtio-serial delivers the
+  // close and the data on separate queues). Bounded by kMaxStaleFrames.
+  uint32_t stale_frames_ = 0;
   std::map<uint32_t, std::unique_ptr<ExecStream>> streams_;
   std::vector<Orphan> orphans_;
   std::string read_buf_;  // the last read from the channel; [input_off_, input_len_) unprocessed

@@ -49,10 +49,26 @@ TEST(AgentTest, VersionMismatchGetsGoodbyeAndClose) {
   EXPECT_EQ(*host.Join(), Agent::Outcome::kViolation);
 }
 
-TEST(AgentTest, FrameBeforeHelloIsAViolation) {
+TEST(AgentTest, FramesLeftFromAPreviousHostAreDroppedBeforeHello) {
+  // What a killed host wrote last can reach the guest after the next host connected.
   FakeHost host;
+  host.Send(proto::FrameType::kCredit, 1, 0, std::string(4, '\0'));
   host.Send(proto::FrameType::kPing, 0, 0, "x");
-  host.ExpectGoodbye("expected hello, got ping");
+  proto::Hello hello = host.Handshake();
+  EXPECT_EQ(hello.version, proto::kProtocolVersion);
+  host.Send(proto::FrameType::kPing, 0, 0, "after");
+  auto pong = host.Next();
+  ASSERT_TRUE(pong.has_value());
+  EXPECT_EQ(pong->header.type, proto::FrameType::kPong);
+  EXPECT_EQ(pong->payload, "after");
+}
+
+TEST(AgentTest, AHostThatNeverSaysHelloIsAViolation) {
+  FakeHost host;
+  for (int i = 0; i < 65; ++i) {
+    host.Send(proto::FrameType::kPing, 0, 0, "x");
+  }
+  host.ExpectGoodbye("expected hello, got ping (after 64 frames without hello)");
   EXPECT_TRUE(host.AtEof());
 }
 
