@@ -131,15 +131,19 @@ void LiveExec::Pump() {
         chunk->is_stderr ? store::ExecStream::kStderr : store::ExecStream::kStdout;
     std::lock_guard lock(mu_);
     ++seq_;
-    WriteToReaders(api::OutputEventJson(seq_, stream, chunk->data), chunk->data.size());
+    nlohmann::json line = api::OutputEventJson(seq_, stream, chunk->data);
+    const size_t bytes = chunk->data.size();
     if (pending_.empty()) {
       flush_at_ = absl::Now() + kStoreBatchDelay;
     }
-    pending_bytes_ += chunk->data.size();
+    pending_bytes_ += bytes;
     pending_.push_back({stream, std::move(chunk->data)});
-    if (pending_bytes_ >= kStoreBatchBytes) {
+    // What a reader is shown is in the log first, so that a kill -9 of aboxd loses none of it;
+    // a reader also paces the pump (and the runtime coalesces what queued meanwhile).
+    if (pending_bytes_ >= kStoreBatchBytes || !readers_.empty()) {
       FlushLocked();
     }
+    WriteToReaders(line, bytes);
   }
   {
     std::lock_guard lock(mu_);

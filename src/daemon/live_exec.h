@@ -46,9 +46,10 @@ class LiveExec final : public std::enable_shared_from_this<LiveExec> {
   static constexpr size_t kReaderWindow = 1 << 20;
   // Stdin bytes queued for a command that does not read them before writes are refused.
   static constexpr size_t kMaxStdinBacklog = 4 << 20;
-  // Output goes to the exec log in batches: one transaction once this much is pending or the
-  // oldest pending piece is kStoreBatchDelay old (and at the end, and before a reader attaches),
-  // never one per frame of the guest's.
+  // Without a reader, output goes to the exec log in batches: one transaction once this much
+  // is pending or the oldest pending piece is kStoreBatchDelay old (and at the end, and before
+  // a reader attaches), not one per frame of the guest's. With a reader, each chunk is in the
+  // log before the reader is shown it (a kill -9 of aboxd loses nothing anyone saw).
   static constexpr size_t kStoreBatchBytes = 64 << 10;
   static constexpr absl::Duration kStoreBatchDelay = absl::Milliseconds(50);
 
