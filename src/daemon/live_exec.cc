@@ -79,6 +79,17 @@ void LiveExec::WriteToReaders(const nlohmann::json& line, size_t bytes) {
     });
     it = ok ? std::next(it) : readers_.erase(it);
   }
+  // A reader whose stream is gone may be noticed here before its Detach() comes: that is its
+  // client dying too.
+  KillIfLastReaderLeftLocked();
+}
+
+void LiveExec::KillIfLastReaderLeftLocked() {
+  if (readers_.empty() && had_reader_ && options_.kill_on_disconnect && !done_ && exec_ &&
+      !killed_) {
+    spdlog::info("exec {}: its last reader went away; killing it (kill_on_disconnect)", record_.id);
+    KillLocked("");
+  }
 }
 
 void LiveExec::Pump() {
@@ -98,6 +109,20 @@ void LiveExec::Pump() {
         cv_.wait_for(lock, std::chrono::milliseconds(200));
       }
     }
+    absl::Time flush_at = absl::InfiniteFuture();
+    {
+      std::lock_guard lock(mu_);
+      if (!pending_.empty() && absl::Now() >= flush_at_) {
+        FlushLocked();  // output that keeps coming is kept every kStoreBatchDelay too
+      } else if (!pending_.empty()) {
+        flush_at = flush_at_;
+      }
+    }
+    if (flush_at != absl::InfiniteFuture() && !exec_->WaitForOutput(flush_at)) {
+      std::lock_guard lock(mu_);
+      FlushLocked();  // the output stopped for a while: what came is kept now
+      continue;
+    }
     std::optional<runtime::Exec::Chunk> chunk = exec_->ReadOutput();
     if (!chunk) {
       break;
@@ -105,11 +130,24 @@ void LiveExec::Pump() {
     store::ExecStream stream =
         chunk->is_stderr ? store::ExecStream::kStderr : store::ExecStream::kStdout;
     std::lock_guard lock(mu_);
-    if (absl::Status s = repo_->Append(record_.id, stream, chunk->data); !s.ok()) {
-      spdlog::warn("exec {}: cannot keep output: {}", record_.id, s.ToString());
-    }
     ++seq_;
-    WriteToReaders(api::OutputEventJson(seq_, stream, chunk->data), chunk->data.size());
+    nlohmann::json line = api::OutputEventJson(seq_, stream, chunk->data);
+    const size_t bytes = chunk->data.size();
+    if (pending_.empty()) {
+      flush_at_ = absl::Now() + kStoreBatchDelay;
+    }
+    pending_bytes_ += bytes;
+    pending_.push_back({stream, std::move(chunk->data)});
+    // What a reader is shown is in the log first, so that a kill -9 of aboxd loses none of it;
+    // a reader also paces the pump (and the runtime coalesces what queued meanwhile).
+    if (pending_bytes_ >= kStoreBatchBytes || !readers_.empty()) {
+      FlushLocked();
+    }
+    WriteToReaders(line, bytes);
+  }
+  {
+    std::lock_guard lock(mu_);
+    FlushLocked();
   }
   absl::StatusOr<proto::ExitInfo> info = exec_->Wait();
   store::ExecResult result = ResultOf(info);
@@ -174,12 +212,27 @@ store::ExecResult LiveExec::ResultOf(const absl::StatusOr<proto::ExitInfo>& info
     r.error = info->error;
   } else {
     r.state = store::ExecState::kExited;
+    std::lock_guard lock(mu_);
+    r.error = kill_reason_;  // empty unless aboxd killed it, and then it says why
   }
   return r;
 }
 
+void LiveExec::FlushLocked() {
+  if (pending_.empty()) {
+    return;
+  }
+  if (absl::Status s = repo_->AppendBatch(record_.id, pending_); !s.ok()) {
+    spdlog::warn("exec {}: cannot keep {} bytes of output: {}", record_.id, pending_bytes_,
+                 s.ToString());
+  }
+  pending_.clear();
+  pending_bytes_ = 0;
+}
+
 absl::StatusOr<uint64_t> LiveExec::Attach(int64_t after, OutputSink sink) {
   std::unique_lock lock(mu_);
+  FlushLocked();  // the replay below reads the log, which must hold seq 1..seq_
   absl::StatusOr<store::ExecWithOutput> kept = repo_->GetWithOutput(record_.id);
   if (!kept.ok()) {
     return kept.status();
@@ -205,14 +258,33 @@ void LiveExec::Detach(uint64_t reader) {
     return;
   }
   cv_.notify_all();
-  if (readers_.empty() && had_reader_ && options_.kill_on_disconnect && !done_ && exec_) {
-    spdlog::info("exec {}: its last reader went away; killing it (kill_on_disconnect)", record_.id);
-    if (options_.stdin_open && !stdin_closed_) {
-      stdin_closed_ = true;
-      exec_->CloseStdin();
-    }
-    exec_->Signal(SIGKILL);
+  KillIfLastReaderLeftLocked();
+}
+
+bool LiveExec::KillIfNeverAttached(absl::Duration deadline) {
+  std::lock_guard lock(mu_);
+  if (had_reader_ || !options_.kill_on_disconnect || done_ || !exec_ || killed_) {
+    return false;
   }
+  std::string why = absl::StrCat(
+      "killed by aboxd: no client read its output within ", absl::FormatDuration(deadline),
+      " of its start (kill_on_disconnect; its client is gone). Attach to /output right after "
+      "starting it, or start it without kill_on_disconnect");
+  spdlog::info("exec {}: {}", record_.id, why);
+  KillLocked(why);
+  return true;
+}
+
+void LiveExec::KillLocked(const std::string& why) {
+  if (kill_reason_.empty()) {
+    kill_reason_ = why;
+  }
+  killed_ = true;
+  if (options_.stdin_open && !stdin_closed_) {
+    stdin_closed_ = true;
+    exec_->CloseStdin();
+  }
+  exec_->Signal(SIGKILL);
 }
 
 void LiveExec::WriteStdin(std::string data, bool eof, std::function<void(absl::Status)> done) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/daemon/event_bus.h"
 #include "src/runtime/agent_client.h"
@@ -45,6 +46,12 @@ class LiveExec final : public std::enable_shared_from_this<LiveExec> {
   static constexpr size_t kReaderWindow = 1 << 20;
   // Stdin bytes queued for a command that does not read them before writes are refused.
   static constexpr size_t kMaxStdinBacklog = 4 << 20;
+  // Without a reader, output goes to the exec log in batches: one transaction once this much
+  // is pending or the oldest pending piece is kStoreBatchDelay old (and at the end, and before
+  // a reader attaches), not one per frame of the guest's. With a reader, each chunk is in the
+  // log before the reader is shown it (a kill -9 of aboxd loses nothing anyone saw).
+  static constexpr size_t kStoreBatchBytes = 64 << 10;
+  static constexpr absl::Duration kStoreBatchDelay = absl::Milliseconds(50);
 
   struct Options {
     bool stdin_open = false;
@@ -73,6 +80,11 @@ class LiveExec final : public std::enable_shared_from_this<LiveExec> {
   // The reader went away. The last reader leaving an exec started with kill_on_disconnect
   // kills the command (closing its stdin first).
   void Detach(uint64_t reader);
+  // The attach deadline passed: an exec started with kill_on_disconnect that no reader has
+  // attached to yet belongs to a client that died between starting it and reading it (or
+  // never meant to read it); it is killed like one whose last reader left. Returns whether it
+  // killed.
+  bool KillIfNeverAttached(absl::Duration deadline);
 
   // Queues stdin bytes (and EOF) and calls `done` once they were handed to the guest, or with
   // the reason they could not be (the exec is over, stdin was not opened, backlog full).
@@ -106,6 +118,12 @@ class LiveExec final : public std::enable_shared_from_this<LiveExec> {
   void StdinLoop();
   store::ExecResult ResultOf(const absl::StatusOr<proto::ExitInfo>& info);
   void WriteToReaders(const nlohmann::json& line, size_t bytes);
+  // Closes stdin and sends SIGKILL, remembering `why` for the exec's error. Holds mu_.
+  void KillLocked(const std::string& why);
+  // kill_on_disconnect: the last reader left (Detach, or a write to a stream that is gone).
+  void KillIfLastReaderLeftLocked();
+  // Writes the pending output to the exec log in one transaction. Holds mu_.
+  void FlushLocked();
 
   std::unique_ptr<runtime::Exec> exec_;
   store::ExecRecord record_;
@@ -119,7 +137,13 @@ class LiveExec final : public std::enable_shared_from_this<LiveExec> {
   bool done_ = false;
   store::ExecRecord final_;
   std::string interrupt_reason_;
+  std::string kill_reason_;  // why the daemon killed it (kill_on_disconnect), for the record
+  bool killed_ = false;      // SIGKILL sent by the daemon (once is enough)
   int64_t seq_ = 0;
+  // Output given to readers (seq up to seq_) and not yet in the exec log.
+  std::vector<store::OutputPiece> pending_;
+  size_t pending_bytes_ = 0;
+  absl::Time flush_at_;  // when the pending output must be written
   std::map<uint64_t, Reader> readers_;
   uint64_t next_reader_ = 1;
   bool had_reader_ = false;

@@ -35,6 +35,9 @@ struct ManagerOptions {
   absl::Duration boot_timeout = absl::Seconds(90);
   // How long a re-attached guest agent may take to answer again.
   absl::Duration attach_timeout = absl::Seconds(15);
+  // An exec started with kill_on_disconnect that no client attached to within this long is
+  // killed (its client died between the create and the attach).
+  absl::Duration exec_attach_deadline = absl::Seconds(10);
   // How often TTL and idle timeouts are checked.
   absl::Duration reap_interval = absl::Seconds(1);
   // Tests with a fake VMM: boot these files for every image instead of $ABOX_HOME/images.

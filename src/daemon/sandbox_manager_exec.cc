@@ -92,6 +92,17 @@ absl::StatusOr<std::shared_ptr<LiveExec>> SandboxManager::LaunchExec(const std::
       *std::move(started), stored,
       {.stdin_open = request.stdin_open, .kill_on_disconnect = request.kill_on_disconnect},
       *deps_.execs, *deps_.events, std::move(on_done));
+  if (request.kill_on_disconnect) {
+    // Between the create and the attach no connection watches the command: a client killed
+    // there would leave it running for ever. Not attached by the deadline, it is killed.
+    std::weak_ptr<LiveExec> weak = live;
+    absl::Duration deadline = options_.exec_attach_deadline;
+    deps_.timers->RunAfter(deadline, [weak, deadline] {
+      if (std::shared_ptr<LiveExec> exec = weak.lock()) {
+        exec->KillIfNeverAttached(deadline);
+      }
+    });
+  }
   nlohmann::json payload = {{"exec_id", stored.id}};
   if (!stored.argv.empty()) {
     payload["argv"] = stored.argv;

@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/runtime/agent_tunnel.h"
@@ -40,7 +41,18 @@ class Exec::Sink final : public proto::ExecSink {
 
  private:
   void Push(bool is_stderr, absl::string_view d) {
-    exec_->chunks_.push_back({is_stderr, std::string(d)});
+    if (d.empty()) {
+      return;
+    }
+    // A frame is at most proto::kMaxPayload bytes, and the queue at most a credit window.
+    const uint32_t stream_bit = is_stderr ? kStderrRun : 0;
+    std::deque<uint32_t>& runs = exec_->runs_;
+    if (!runs.empty() && (runs.back() & kStderrRun) == stream_bit) {
+      runs.back() += static_cast<uint32_t>(d.size());
+    } else {
+      runs.push_back(static_cast<uint32_t>(d.size()) | stream_bit);
+    }
+    exec_->queued_.append(d.data(), d.size());
     exec_->core_->cv.notify_all();
   }
   Exec* exec_;
@@ -202,7 +214,7 @@ bool AgentClient::CheckExecDeadlinesLocked(absl::Time now, absl::Time& next) {
   for (const auto& [stream, exec] : core_->timed_execs) {
     if (now < *exec->give_up_at_) {
       next = std::min(next, *exec->give_up_at_);
-    } else if (exec->chunks_.empty() && exec->unconsumed_ == 0) {
+    } else if (exec->runs_.empty() && exec->unconsumed_ == 0) {
       expired.push_back(exec);
     }
     // Past the deadline with output our reader has not taken yet: the guest may be waiting for
@@ -327,14 +339,47 @@ std::optional<Exec::Chunk> Exec::ReadOutput() {
     unconsumed_ = 0;
     core_->Wake();
   }
-  core_->cv.wait(lock, [&] { return !chunks_.empty() || exit_ || reset_; });
-  if (chunks_.empty()) {
+  core_->cv.wait(lock, [&] { return !runs_.empty() || exit_ || reset_; });
+  if (runs_.empty()) {
     return std::nullopt;
   }
-  Chunk c = std::move(chunks_.front());
-  chunks_.pop_front();
+  const uint32_t run = runs_.front();
+  runs_.pop_front();
+  const size_t size = run & ~kStderrRun;
+  Chunk c{(run & kStderrRun) != 0, queued_.substr(queued_head_, size)};
+  queued_head_ += size;
+  if (runs_.empty()) {
+    queued_.clear();
+    queued_head_ = 0;
+  } else if (queued_head_ * 2 >= queued_.size()) {
+    queued_.erase(0, queued_head_);  // keep the buffer within about twice what is unread
+    queued_head_ = 0;
+  }
   unconsumed_ = c.data.size();
   return c;
+}
+
+bool Exec::WaitForOutput(absl::Time deadline) {
+  std::unique_lock lock(core_->mu);
+  if (unconsumed_ > 0) {
+    core_->session.ConsumedOutput(stream_, unconsumed_);
+    unconsumed_ = 0;
+    core_->Wake();
+  }
+  auto ready = [&] { return !runs_.empty() || exit_ || reset_; };
+  while (!ready()) {
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return false;
+    }
+    core_->cv.wait_for(lock, absl::ToChronoMilliseconds(left) + std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+size_t Exec::QueuedOutputMemory() const {
+  std::lock_guard lock(core_->mu);
+  return queued_.capacity() + runs_.size() * sizeof(uint32_t);
 }
 
 absl::StatusOr<proto::ExitInfo> Exec::Wait() {

@@ -61,8 +61,15 @@ class Exec final {
   ~Exec();
 
   // The next piece of output, blocking until there is one; nullopt once the command has
-  // finished (or failed) and all of its output was read.
+  // finished (or failed) and all of its output was read. Output of one stream that arrived
+  // in several frames since the last call comes as one chunk.
   std::optional<Chunk> ReadOutput();
+  // Waits until ReadOutput() would not block, or until `deadline`; returns whether it would
+  // not. Returns the credit of the last chunk first, like ReadOutput().
+  bool WaitForOutput(absl::Time deadline);
+  // What the queued, unread output costs: its bytes (the buffer's capacity) plus its
+  // bookkeeping. Bounded by a small multiple of the credit window whatever the frame sizes.
+  [[nodiscard]] size_t QueuedOutputMemory() const;
   // The result, after ReadOutput() returned nullopt (blocks until then otherwise). An error
   // when the stream was aborted (guest reset, connection lost). When the host gave up on a
   // guest that did not end a command with a timeout in time (AgentClient::Options::
@@ -82,8 +89,14 @@ class Exec final {
 
   std::shared_ptr<internal::AgentCore> core_;
   uint32_t stream_;
-  // Guarded by core_->mu.
-  std::deque<Chunk> chunks_;
+  // Queued output, guarded by core_->mu: its bytes in arrival order from queued_head_ on, and
+  // its runs (a length, the stream in kStderrRun). Frames of one stream in a row extend the
+  // last run, so a guest's 1-byte frames cost at most 4 bytes of bookkeeping each (when it
+  // alternates streams) instead of a string and a queue node each.
+  static constexpr uint32_t kStderrRun = 1U << 31;
+  std::string queued_;
+  size_t queued_head_ = 0;
+  std::deque<uint32_t> runs_;
   size_t unconsumed_ = 0;  // bytes handed out by ReadOutput and not yet re-credited
   std::optional<proto::ExitInfo> exit_;
   std::optional<std::string> reset_;

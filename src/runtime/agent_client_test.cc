@@ -53,6 +53,56 @@ TEST(AgentClientTest, RunsACommandAndStreamsOutput) {
   guest.join();
 }
 
+// Issue 11 item 15: a guest filling the credit window with 1-byte frames made a string and a
+// queue node per byte (megabytes for a 256 KiB window). Now frames of one stream coalesce, and
+// alternating streams cost 4 bytes of bookkeeping per frame.
+void FloodOneByteFrames(bool alternate) {
+  Pair p = MakePair();
+  constexpr size_t kFrames = proto::kDefaultWindow;  // 256 Ki frames: the whole window
+  std::thread guest([&] {
+    p.guest->Handshake();
+    auto open = p.guest->Expect(FrameType::kOpen);
+    ASSERT_TRUE(open.has_value());
+    uint32_t id = open->header.stream;
+    std::string flood;
+    flood.reserve(kFrames * (proto::kHeaderSize + 1));
+    for (size_t i = 0; i < kFrames; ++i) {
+      bool err = alternate && i % 2 == 1;
+      flood += EncodeFrame(err ? FrameType::kStderr : FrameType::kStdout, id, 0, err ? "e" : "o");
+    }
+    p.guest->Send(flood);
+    p.guest->Send(EncodeFrame(FrameType::kExit, id, 0, proto::EncodeExitInfo({.exit_code = 0})));
+  });
+  ASSERT_TRUE(p.client->WaitReady(absl::Seconds(10)).ok());
+  auto exec = p.client->StartExec({.argv = {"flood"}});
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  guest.join();
+  // The exit came after every frame: once it is in, all the output is queued, none read.
+  ASSERT_TRUE((*exec)->Wait().ok());
+  ASSERT_TRUE((*exec)->WaitForOutput(absl::Now()));
+  const size_t memory = (*exec)->QueuedOutputMemory();
+  EXPECT_GE(memory, kFrames);
+  // The window's bytes in a buffer of at most twice their size, plus 4 bytes a run.
+  EXPECT_LE(memory, 2 * kFrames + (alternate ? 4 * kFrames : 64)) << memory;
+  std::string out;
+  size_t chunks = 0;
+  while (auto chunk = (*exec)->ReadOutput()) {
+    EXPECT_EQ(chunk->data.find(chunk->is_stderr ? 'o' : 'e'), std::string::npos);
+    out += chunk->data;
+    ++chunks;
+  }
+  EXPECT_EQ(out.size(), kFrames);
+  EXPECT_EQ(chunks, alternate ? kFrames : 1U);  // in order, one chunk per run
+  EXPECT_EQ(out.substr(0, 4), alternate ? "oeoe" : "oooo");
+  EXPECT_EQ(p.failures->load(), 0);
+}
+
+TEST(AgentClientTest, OneByteFramesOfOneStreamCoalesceIntoOneChunk) { FloodOneByteFrames(false); }
+
+TEST(AgentClientTest, OneByteFramesOfAlternatingStreamsCostFourBytesEach) {
+  FloodOneByteFrames(true);
+}
+
 TEST(AgentClientTest, HostileGuestIsDroppedAndExecsFail) {
   Pair p = MakePair();
   std::thread guest([&] {

@@ -198,6 +198,30 @@ absl::StatusOr<ExecRecord> ExecRepo::Insert(const ExecRecord& exec) {
 
 absl::Status ExecRepo::Append(absl::string_view exec_id, ExecStream stream,
                               absl::string_view data) {
+  return AppendBatch(exec_id, {OutputPiece{stream, std::string(data)}});
+}
+
+absl::Status ExecRepo::AppendBatch(absl::string_view exec_id,
+                                   const std::vector<OutputPiece>& pieces) {
+  bool any = false;
+  for (const OutputPiece& piece : pieces) {
+    any = any || !piece.data.empty();
+  }
+  if (!any) {
+    return absl::OkStatus();
+  }
+  Connection connection = db_->Lock();
+  ABOX_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(connection));
+  for (const OutputPiece& piece : pieces) {
+    ABOX_RETURN_IF_ERROR(AppendIn(connection, exec_id, piece.stream, piece.data));
+  }
+  ABOX_RETURN_IF_ERROR(transaction.Commit());
+  ++output_transactions_;
+  return absl::OkStatus();
+}
+
+absl::Status ExecRepo::AppendIn(Connection& connection, absl::string_view exec_id,
+                                ExecStream stream, absl::string_view data) {
   if (data.empty()) {
     return absl::OkStatus();
   }
@@ -207,9 +231,6 @@ absl::Status ExecRepo::Append(absl::string_view exec_id, ExecStream stream,
   if (cut) {
     data.remove_prefix(data.size() - static_cast<size_t>(cap));
   }
-
-  Connection connection = db_->Lock();
-  ABOX_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(connection));
   ABOX_ASSIGN_OR_RETURN(Statement count,
                         connection.Prepare("UPDATE execs SET output_bytes = output_bytes + :n "
                                            "WHERE id = :id RETURNING output_bytes"));
@@ -234,7 +255,7 @@ absl::Status ExecRepo::Append(absl::string_view exec_id, ExecStream stream,
   if (cut || total > cap) {
     ABOX_RETURN_IF_ERROR(DropOldest(connection, exec_id, total - cap));
   }
-  return transaction.Commit();
+  return absl::OkStatus();
 }
 
 absl::Status ExecRepo::Finish(absl::string_view exec_id, const ExecResult& result) {

@@ -1,6 +1,7 @@
 // The execs table and each exec's bounded output log.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -64,6 +65,12 @@ struct OutputChunk {
   friend bool operator==(const OutputChunk&, const OutputChunk&) = default;
 };
 
+// Output for AppendBatch: one chunk of one stream.
+struct OutputPiece {
+  ExecStream stream = ExecStream::kStdout;
+  std::string data;
+};
+
 struct ExecWithOutput {
   ExecRecord exec;
   std::vector<OutputChunk> output;  // oldest first
@@ -92,6 +99,12 @@ class ExecRepo final {
   // keeps only its last cap bytes). Empty data is a no-op. kNotFound for an unknown exec.
   [[nodiscard]] absl::Status Append(absl::string_view exec_id, ExecStream stream,
                                     absl::string_view data);
+  // Append() of each piece in order, in one transaction (a command's output is written in
+  // batches, not a transaction per frame of the guest's). All or nothing.
+  [[nodiscard]] absl::Status AppendBatch(absl::string_view exec_id,
+                                         const std::vector<OutputPiece>& pieces);
+  // Transactions Append / AppendBatch have committed, for tests and diagnostics.
+  [[nodiscard]] uint64_t output_transactions() const { return output_transactions_.load(); }
 
   // Records how a running exec ended, with finished_at = now. `result.state` must not be
   // kRunning (kInvalidArgument); an exec that already ended is kFailedPrecondition.
@@ -117,10 +130,14 @@ class ExecRepo final {
  private:
   absl::StatusOr<int64_t> MarkInterrupted(std::optional<absl::string_view> sandbox_id,
                                           absl::string_view reason);
+  // One piece of output inside the caller's transaction.
+  absl::Status AppendIn(Connection& connection, absl::string_view exec_id, ExecStream stream,
+                        absl::string_view data);
 
   Database* db_;
   Clock clock_;
   ExecRepoOptions options_;
+  std::atomic<uint64_t> output_transactions_{0};
 };
 
 }  // namespace abox::store

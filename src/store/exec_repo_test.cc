@@ -156,6 +156,35 @@ TEST_F(ExecRepoTest, AppendToUnknownExecIsNotFound) {
   EXPECT_EQ(QueryInt(*db_, "SELECT count(*) FROM exec_output"), 0);
 }
 
+TEST_F(ExecRepoTest, AppendBatchWritesEveryPieceInOneTransactionAndKeepsTheCap) {
+  MakeRepo({.output_cap_bytes = 10});
+  Start(Exec("exec-1"));
+  std::vector<OutputPiece> pieces;
+  for (int i = 0; i < 1000; ++i) {  // a flood of 1-byte frames
+    pieces.push_back({i % 2 == 0 ? ExecStream::kStdout : ExecStream::kStderr, i % 2 ? "e" : "o"});
+  }
+  const uint64_t before = repo_->output_transactions();
+  ASSERT_TRUE(repo_->AppendBatch("exec-1", pieces).ok());
+  EXPECT_EQ(repo_->output_transactions(), before + 1);
+  auto got = repo_->GetWithOutput("exec-1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->output.size(), 10u);  // the cap holds inside a batch too
+  EXPECT_EQ(got->output.front(), (OutputChunk{991, ExecStream::kStdout, "o"}));
+  EXPECT_EQ(got->output.back(), (OutputChunk{1000, ExecStream::kStderr, "e"}));
+  EXPECT_EQ(got->exec.output_bytes, 10);
+  EXPECT_TRUE(got->exec.output_truncated);
+  // Empty pieces only: no transaction at all.
+  ASSERT_TRUE(repo_->AppendBatch("exec-1", {{ExecStream::kStdout, ""}}).ok());
+  EXPECT_EQ(repo_->output_transactions(), before + 1);
+}
+
+TEST_F(ExecRepoTest, AppendBatchForAnUnknownExecStoresNothing) {
+  Start(Exec("exec-1"));
+  absl::Status status = repo_->AppendBatch("nope", {{ExecStream::kStdout, "x"}});
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(QueryInt(*db_, "SELECT count(*) FROM exec_output"), 0);
+}
+
 TEST_F(ExecRepoTest, OutputCapDropsOldestChunksAndFlagsTruncation) {
   MakeRepo({.output_cap_bytes = 10});
   Start(Exec("exec-1"));

@@ -2,6 +2,10 @@
 // stdout/stderr, exit code, PTY), ls, inspect, logs, stop, rm, events, daemon stop/status.
 #include <signal.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -132,6 +136,42 @@ TEST_F(DaemonCliTest, ExecWithATerminal) {
   EXPECT_EQ(r->status.ShellCode(), 3) << r->out << r->err;
   EXPECT_THAT(r->out, HasSubstr("/dev/pts/"));
   EXPECT_THAT(r->out, HasSubstr("33 101"));
+}
+
+// Issue 11 item 16: "start `abox exec -- yes`, kill -9 the client" left `yes` running in the
+// guest for ever when the client died before it attached to the output. Killed at any moment
+// (before, during or after the attach), the client takes its command with it.
+TEST_F(DaemonCliTest, CommandsDieWithTheirKilledClient) {
+  AboxResult created = Abox({"create", "--name", "orphans"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  std::vector<std::string> env;
+  for (const auto& [k, v] : home_.Env()) {
+    env.push_back(absl::StrCat(k, "=", v));
+  }
+  for (const char* key : {"PATH", "HOME"}) {
+    if (const char* value = std::getenv(key); value != nullptr) {  // NOLINT(concurrency-mt-unsafe)
+      env.push_back(absl::StrCat(key, "=", value));
+    }
+  }
+  constexpr int kRounds = 16;
+  for (int round = 0; round < kRounds; ++round) {
+    base::SpawnOptions options;
+    options.argv = {AboxBin(), "exec", "--no-stdin", "orphans", "--", "yes"};
+    options.env = env;
+    absl::StatusOr<base::ChildProcess> client = base::ChildProcess::Spawn(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    // From at once, through the create in flight (the guest starting the command), to after
+    // the attach.
+    std::this_thread::sleep_for(std::chrono::milliseconds(round * 25));
+    ASSERT_TRUE(client->Kill(SIGKILL).ok());
+    ASSERT_TRUE(client->Wait(std::chrono::milliseconds(10000)).ok());
+  }
+  // Past the attach deadline (10 s): no `yes` is left in the guest. (Before the fix, one in
+  // 16 or so was: its reader was dropped by a failed write, and the Detach then killed none.)
+  std::this_thread::sleep_for(std::chrono::seconds(12));
+  AboxResult counted = Abox(
+      {"exec", "orphans", "--", "sh", "-c", "cat /proc/[0-9]*/comm 2>/dev/null | grep -cx yes"});
+  EXPECT_EQ(absl::StripAsciiWhitespace(counted.out), "0") << counted.err;
 }
 
 }  // namespace

@@ -66,8 +66,23 @@ void Connection::Shutdown() {
   });
 }
 
-void Connection::ForceClose() {
-  net::post(socket_.get_executor(), [self = shared_from_this()] { self->Close("server stopped"); });
+void Connection::ForceClose(std::string why) {
+  net::post(socket_.get_executor(),
+            [self = shared_from_this(), why = std::move(why)] { self->Close(why); });
+}
+
+std::optional<int64_t> Connection::AwaitingRequestSince() const {
+  int64_t since = awaiting_since_.load(std::memory_order_relaxed);
+  if (since == kNotAwaiting) {
+    return std::nullopt;
+  }
+  return since;
+}
+
+void Connection::SetAwaitingRequest(bool awaiting) {
+  awaiting_since_.store(
+      awaiting ? std::chrono::steady_clock::now().time_since_epoch().count() : kNotAwaiting,
+      std::memory_order_relaxed);
 }
 
 void Connection::ReadRequest() {
@@ -76,7 +91,10 @@ void Connection::ReadRequest() {
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(core_.options.max_header_bytes));
   parser_->body_limit(core_.options.max_body_bytes);
-  Arm(read_timer_, core_.options.read_timeout, &Connection::OnReadTimeout);
+  // One deadline for waiting and the whole head, however the bytes trickle in: an idle
+  // keep-alive connection and a client dribbling a header byte a second are both closed by it.
+  SetAwaitingRequest(true);
+  Arm(read_timer_, core_.options.request_head_timeout, &Connection::OnHeadTimeout);
   if (monitoring_) {
     resume_after_monitor_ = true;  // its bytes (or EOF) come first
     return;
@@ -90,10 +108,12 @@ void Connection::OnHeader(ErrorCode ec) {
   if (phase_ != Phase::kReading) {
     return;
   }
+  SetAwaitingRequest(false);
   if (ec) {
     OnReadError(ec);
     return;
   }
+  Arm(read_timer_, core_.options.read_timeout, &Connection::OnReadTimeout);
   const auto& message = parser_->get();
   head_ = message.method() == bhttp::verb::head;
   if (peer_.transport == Transport::kTcp) {
@@ -245,6 +265,7 @@ void Connection::Close(absl::string_view why) {
     return;
   }
   phase_ = Phase::kClosed;
+  SetAwaitingRequest(false);
   if (!why.empty()) {
     spdlog::debug("http: closing connection ({}): {}", route_, std::string(why));
   }
@@ -282,6 +303,8 @@ void Connection::Disarm(net::steady_timer& timer) {
 }
 
 void Connection::OnReadTimeout() { Close(phase_ == Phase::kLingering ? "" : "read timed out"); }
+
+void Connection::OnHeadTimeout() { Close("no complete request head in time (idle)"); }
 
 void Connection::OnWriteTimeout() { Close("client stopped reading (write timed out)"); }
 

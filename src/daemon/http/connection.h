@@ -1,6 +1,7 @@
 // Internal: one accepted HTTP/1.1 connection (Beast on an Asio strand).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -43,8 +44,11 @@ class Connection final : public ResponseSink, public std::enable_shared_from_thi
   void Start();
   // Server stopping: close when idle, cancel a stream, finish a response in flight first.
   void Shutdown();
-  // Closes now, cancelling whatever is in flight.
-  void ForceClose();
+  // Closes now, cancelling whatever is in flight; `why` goes to the debug log.
+  void ForceClose(std::string why);
+  // When it began waiting for the request head it has not completed yet (steady clock ticks);
+  // nullopt while a request is handled or answered. Thread-safe.
+  [[nodiscard]] std::optional<int64_t> AwaitingRequestSince() const;
   // At max_connections: answers 503 without reading and closes (on the accepting thread).
   void RejectBusy();
 
@@ -90,6 +94,8 @@ class Connection final : public ResponseSink, public std::enable_shared_from_thi
            TimerCallback on_expiry);
   static void Disarm(boost::asio::steady_timer& timer);
   void OnReadTimeout();
+  void OnHeadTimeout();
+  void SetAwaitingRequest(bool awaiting);
   void OnWriteTimeout();
   void OnKeepalive();
 
@@ -119,6 +125,9 @@ class Connection final : public ResponseSink, public std::enable_shared_from_thi
   size_t queued_bytes_ = 0;
   bool writing_ = false;
   size_t discarded_ = 0;
+  // Steady-clock ticks since the head wait began; kNotAwaiting otherwise. Read by the acceptor.
+  static constexpr int64_t kNotAwaiting = -1;
+  std::atomic<int64_t> awaiting_since_{kNotAwaiting};
   char discard_[4096];
 };
 

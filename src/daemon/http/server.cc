@@ -25,13 +25,30 @@
 namespace abox::daemon::http {
 namespace internal {
 
-ServerCore::Admission ServerCore::Register(const std::shared_ptr<Connection>& connection) {
+ServerCore::Admission ServerCore::Register(const std::shared_ptr<Connection>& connection,
+                                           std::shared_ptr<Connection>* evicted) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) {
     return Admission::kStopping;
   }
   if (connections_.size() >= options.max_connections) {
-    return Admission::kFull;
+    // A connection that has not sent a request head costs its client nothing to keep open; a
+    // crowd of them must not lock the user's CLI out. The one waiting longest makes room.
+    std::shared_ptr<Connection> oldest;
+    int64_t oldest_since = 0;
+    for (const auto& [key, weak] : connections_) {
+      std::shared_ptr<Connection> candidate = weak.lock();
+      std::optional<int64_t> since = candidate ? candidate->AwaitingRequestSince() : std::nullopt;
+      if (since.has_value() && (oldest == nullptr || *since < oldest_since)) {
+        oldest = std::move(candidate);
+        oldest_since = *since;
+      }
+    }
+    if (oldest == nullptr) {
+      return Admission::kFull;
+    }
+    connections_.erase(oldest.get());
+    *evicted = std::move(oldest);
   }
   connections_.emplace(connection.get(), connection);
   return Admission::kAdmitted;
@@ -171,8 +188,14 @@ class Acceptor final : public std::enable_shared_from_this<Acceptor> {
     }
     (void)fd.release();
     auto connection = std::make_shared<Connection>(core_, std::move(socket), peer);
-    switch (core_.Register(connection)) {
+    std::shared_ptr<Connection> evicted;
+    switch (core_.Register(connection, &evicted)) {
       case ServerCore::Admission::kAdmitted:
+        if (evicted != nullptr) {
+          spdlog::debug("aboxd: {} connections open; closing the longest idle one",
+                        core_.options.max_connections);
+          evicted->ForceClose("idle while a new client needed its slot");
+        }
         connection->Start();
         break;
       case ServerCore::Admission::kFull:
@@ -180,7 +203,7 @@ class Acceptor final : public std::enable_shared_from_this<Acceptor> {
         connection->RejectBusy();
         break;
       case ServerCore::Admission::kStopping:
-        connection->ForceClose();
+        connection->ForceClose("server stopped");
         break;
     }
   }
@@ -215,9 +238,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options, Ro
         "a TCP listener needs a bearer token of at least 16 bytes (e.g. 32 random hex digits)");
   }
   if (options.io_threads < 1 || options.worker_threads < 1 || options.max_connections < 1 ||
-      options.max_body_bytes < 1) {
+      options.max_body_bytes < 1 || options.request_head_timeout.count() < 1) {
     return absl::InvalidArgumentError(
-        "io_threads, worker_threads, max_connections and max_body_bytes must be positive");
+        "io_threads, worker_threads, max_connections, max_body_bytes and request_head_timeout "
+        "must be positive");
   }
   auto impl = std::make_unique<Impl>();
   ABOX_ASSIGN_OR_RETURN(impl->unix_socket, ListenUnix(options.unix_socket_path, /*backlog=*/128));
@@ -283,7 +307,7 @@ void Server::Stop() {
       spdlog::warn("aboxd: closing {} connections still busy after {} ms", core.connection_count(),
                    core.options.stop_grace.count());
       for (const auto& connection : core.Connections()) {
-        connection->ForceClose();
+        connection->ForceClose("server stopped");
       }
       core.WaitForNoConnections(std::chrono::milliseconds(1000));
     }

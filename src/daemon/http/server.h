@@ -29,13 +29,19 @@ struct ServerOptions {
 
   size_t max_body_bytes = 1 << 20;     // larger bodies: 413 payload_too_large
   size_t max_header_bytes = 16 << 10;  // larger headers: 400 bad_request
-  // Waiting for the next request on a keep-alive connection plus reading all of it.
+  // A connection must send a complete request head (request line and headers) within this long
+  // of being accepted or of its previous response; otherwise it is closed. This is what ends
+  // idle keep-alive connections and clients that dribble a header byte at a time.
+  std::chrono::milliseconds request_head_timeout{5'000};
+  // Reading a request's body once its head is in.
   std::chrono::milliseconds read_timeout{30'000};
   // Each write of a response or stream chunk; a client that stops reading is cut off after it.
   std::chrono::milliseconds write_timeout{30'000};
   // An idle SSE stream gets a ":keepalive" comment this often.
   std::chrono::milliseconds sse_keepalive{15'000};
-  // Open connections, both listeners together; more get 503 too_many_connections and are closed.
+  // Open connections, both listeners together. At the limit a new connection closes the one
+  // that has waited longest without sending a complete request head; only when every
+  // connection is busy with a request does the new one get 503 too_many_connections.
   size_t max_connections = 256;
   // Bytes a stream may have queued for a slow client before it is cancelled.
   size_t max_stream_buffer_bytes = 8 << 20;
@@ -57,7 +63,9 @@ struct ServerOptions {
 //
 // Trust boundary: unix-socket peers with another uid are refused at accept (logged), before a
 // byte is read; TCP peers are refused per request without the bearer token. Every request is
-// bounded in header and body size and in time. Handlers see only requests that passed both.
+// bounded in header and body size and in time (the head within request_head_timeout), and a
+// crowd of idle or half-open connections gives way to a new one. Handlers see only requests that
+// passed both.
 //
 // Create(), Start(), Stop() and the destructor must be called from one thread (not an I/O or
 // worker thread).

@@ -32,8 +32,11 @@ class ServerCore final {
   ServerCore(const ServerCore&) = delete;
   ServerCore& operator=(const ServerCore&) = delete;
 
-  // Adds `connection` unless the server is stopping or at max_connections. Thread-safe.
-  Admission Register(const std::shared_ptr<Connection>& connection);
+  // Adds `connection` unless the server is stopping. At max_connections it makes room by
+  // taking out the connection that has waited longest for a request head (returned in
+  // `evicted`, for the caller to close); with none waiting it is kFull. Thread-safe.
+  Admission Register(const std::shared_ptr<Connection>& connection,
+                     std::shared_ptr<Connection>* evicted);
   // Idempotent; wakes WaitForNoConnections. Thread-safe.
   void Unregister(const Connection* connection);
   // Refuses connections from now on.

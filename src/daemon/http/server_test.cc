@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -384,39 +385,156 @@ TEST(ServerBehaviourTest, ServesTheOpenApiDocument) {
   EXPECT_EQ(r->body, "openapi: 3.0.3\ninfo:\n  title: abox\n");
 }
 
-TEST(ServerBehaviourTest, ConnectionsBeyondTheLimitGet503) {
+// DemoRouter plus GET /v1/hold, answered only when the test calls Release().
+class HoldingRouter {
+ public:
+  Router Make() {
+    Router r = DemoRouter();
+    EXPECT_TRUE(r.Add("GET", "/v1/hold", [this](Request&, Responder& out) {
+                   std::lock_guard lock(mu_);
+                   held_.push_back(out);
+                 }).ok());
+    return r;
+  }
+  size_t held() {
+    std::lock_guard lock(mu_);
+    return held_.size();
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    for (Responder& r : held_) {
+      r.Json(200, {{"released", true}});
+    }
+    held_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Responder> held_;
+};
+
+TEST(ServerBehaviourTest, ConnectionsBeyondTheLimitGet503OnlyWhenAllAreBusy) {
   TempDir dir;
   ServerOptions options = httptest::TestOptions(dir);
   options.max_connections = 2;
-  std::unique_ptr<Server> server = httptest::StartServer(options, DemoRouter());
+  HoldingRouter holding;
+  std::unique_ptr<Server> server = httptest::StartServer(options, holding.Make());
   std::unique_ptr<httptest::HttpTestClient> a = httptest::ConnectTo(*server);
   std::unique_ptr<httptest::HttpTestClient> b = httptest::ConnectTo(*server);
-  ASSERT_TRUE(a->Request("GET", "/v1/ping").ok());  // both admitted before the third arrives
-  ASSERT_TRUE(b->Request("GET", "/v1/ping").ok());
+  ASSERT_TRUE(a->Send("GET", "/v1/hold", "").ok());
+  ASSERT_TRUE(b->Send("GET", "/v1/hold", "").ok());
+  for (int attempt = 0; attempt < 500 && holding.held() < 2; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(holding.held(), 2U);  // both connections are busy with a request
   std::unique_ptr<httptest::HttpTestClient> c = httptest::ConnectTo(*server);
   absl::StatusOr<httptest::Response> refused = c->ReadResponse();
   ASSERT_TRUE(refused.ok()) << refused.status();
   EXPECT_EQ(refused->status, 503);
   EXPECT_EQ(refused->Json()["error"]["code"], "too_many_connections");
-  // Closing one frees a slot.
-  a->Close();
-  for (int attempt = 0; attempt < 200 && server->connection_count() > 1; ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_THAT(refused->Json()["error"]["message"].get<std::string>(), HasSubstr("retry"));
+  holding.Release();
+  ASSERT_TRUE(a->ReadResponse().ok());
+  ASSERT_TRUE(b->ReadResponse().ok());
+  // a and b now idle on keep-alive: a new client takes the slot of the one idle longest.
   std::unique_ptr<httptest::HttpTestClient> d = httptest::ConnectTo(*server);
   absl::StatusOr<httptest::Response> ok = d->Request("GET", "/v1/ping");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->status, 200);
+  EXPECT_TRUE(a->ServerClosed());
+  EXPECT_LE(server->connection_count(), 2U);
 }
 
-TEST(ServerBehaviourTest, IdleConnectionIsClosedAfterTheReadTimeout) {
+// Issue 11 item 17: a few hundred idle or half-open connections made aboxd answer 503 to the
+// user's CLI. Now they give way to a new client, and each is closed by the head deadline.
+TEST(ServerBehaviourTest, HundredsOfSilentAndDribblingConnectionsCannotStarveANewClient) {
   TempDir dir;
   ServerOptions options = httptest::TestOptions(dir);
-  options.read_timeout = std::chrono::milliseconds(100);
+  options.request_head_timeout = std::chrono::milliseconds(1500);
+  ASSERT_EQ(options.max_connections, 256U);  // the daemon's default
+  std::unique_ptr<Server> server = httptest::StartServer(options, DemoRouter());
+  std::vector<std::unique_ptr<httptest::HttpTestClient>> silent;
+  for (int i = 0; i < 300; ++i) {
+    silent.push_back(httptest::ConnectTo(*server));
+    ASSERT_NE(silent.back(), nullptr);
+  }
+  std::vector<std::unique_ptr<httptest::HttpTestClient>> dribblers;
+  for (int i = 0; i < 20; ++i) {
+    dribblers.push_back(httptest::ConnectTo(*server));
+    ASSERT_NE(dribblers.back(), nullptr);
+  }
+  // Slowloris: one byte of a never-ending header every 250 ms, on every dribbler, for longer
+  // than the deadline. A write that fails means the server closed that connection.
+  const std::string head = "GET /v1/ping HTTP/1.1\r\n";
+  auto started = std::chrono::steady_clock::now();
+  std::vector<bool> cut(dribblers.size(), false);
+  for (size_t byte = 0; byte < head.size(); ++byte) {
+    for (size_t i = 0; i < dribblers.size(); ++i) {
+      if (!cut[i] && !dribblers[i]->WriteRaw(head.substr(byte, 1)).ok()) {
+        cut[i] = true;
+      }
+    }
+    if (byte == 2) {
+      // Every slot is taken by a silent or dribbling connection: the user's request still
+      // gets its answer, at once (not after the head deadline).
+      std::unique_ptr<httptest::HttpTestClient> cli = httptest::ConnectTo(*server);
+      absl::StatusOr<httptest::Response> health = cli->Request("GET", "/v1/ping");
+      ASSERT_TRUE(health.ok()) << health.status();
+      EXPECT_EQ(health->status, 200) << health->body;
+      EXPECT_LT(std::chrono::steady_clock::now() - started, options.request_head_timeout);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  // 250 ms x 23 bytes is far past the deadline: every connection was closed by the server.
+  for (size_t i = 0; i < dribblers.size(); ++i) {
+    EXPECT_TRUE(cut[i] || dribblers[i]->ServerClosed()) << "dribbler " << i << " still open";
+  }
+  for (size_t i = 0; i < silent.size(); ++i) {
+    EXPECT_TRUE(silent[i]->ServerClosed()) << "silent connection " << i << " still open";
+  }
+  for (int attempt = 0; attempt < 200 && server->connection_count() > 0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server->connection_count(), 0U);
+}
+
+TEST(ServerBehaviourTest, IdleKeepAliveConnectionIsClosedAfterTheHeadTimeout) {
+  TempDir dir;
+  ServerOptions options = httptest::TestOptions(dir);
+  options.request_head_timeout = std::chrono::milliseconds(200);
+  std::unique_ptr<Server> server = httptest::StartServer(options, DemoRouter());
+  std::unique_ptr<httptest::HttpTestClient> client = httptest::ConnectTo(*server);
+  absl::StatusOr<httptest::Response> first = client->Request("GET", "/v1/ping");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->keep_alive);
+  EXPECT_TRUE(client->ServerClosed());  // nothing more sent: closed after the idle deadline
+}
+
+TEST(ServerBehaviourTest, IdleConnectionIsClosedAfterTheHeadTimeout) {
+  TempDir dir;
+  ServerOptions options = httptest::TestOptions(dir);
+  options.request_head_timeout = std::chrono::milliseconds(100);
   std::unique_ptr<Server> server = httptest::StartServer(options, DemoRouter());
   std::unique_ptr<httptest::HttpTestClient> idle = httptest::ConnectTo(*server);
   ASSERT_TRUE(idle->WriteRaw("GET /v1/ping HTTP/1.1\r\n").ok());  // and never finishes
   EXPECT_TRUE(idle->ServerClosed());
+}
+
+TEST(ServerBehaviourTest, ABodyGetsTheReadTimeoutNotTheHeadTimeout) {
+  TempDir dir;
+  ServerOptions options = httptest::TestOptions(dir);
+  options.request_head_timeout = std::chrono::milliseconds(200);
+  std::unique_ptr<Server> server = httptest::StartServer(options, DemoRouter());
+  std::unique_ptr<httptest::HttpTestClient> client = httptest::ConnectTo(*server);
+  ASSERT_TRUE(client
+                  ->WriteRaw("POST /v1/sandboxes HTTP/1.1\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 18\r\n\r\n{\"image\":")
+                  .ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // past the head deadline
+  ASSERT_TRUE(client->WriteRaw("\"debian\"}").ok());
+  absl::StatusOr<httptest::Response> r = client->ReadResponse();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 201) << r->body;
 }
 
 TEST(ServerBehaviourTest, StopClosesIdleConnectionsAndRemovesTheSocket) {

@@ -68,6 +68,7 @@ class TestDaemon final {
     options.boot_timeout = absl::Seconds(10);
     options.attach_timeout = absl::Seconds(5);
     options.reap_interval = absl::Milliseconds(100);
+    options.exec_attach_deadline = absl::Seconds(2);
     // The fake VM's "guest" is this host: the workspace tools are the built abox-guest.
     auto guest_tool = base::FindCompanionBinary("abox-guest", "ABOX_GUEST_BIN");
     ASSERT_TRUE(guest_tool.ok()) << guest_tool.status();
