@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/base/status_macros.h"
 #include "src/store/column_codec.h"
+#include "src/store/retention_counters.h"
 
 namespace abox::store {
 namespace {
@@ -58,9 +59,10 @@ absl::StatusOr<int64_t> EventRepo::Append(absl::string_view sandbox_id, absl::st
   const int64_t seq = insert.ColumnInt64(0);
   ABOX_RETURN_IF_ERROR(insert.Run());
 
-  ABOX_ASSIGN_OR_RETURN(Statement prune, connection.Prepare("DELETE FROM events WHERE seq <= ?"));
-  ABOX_RETURN_IF_ERROR(prune.BindInt64(1, seq - options_.retain));
-  ABOX_RETURN_IF_ERROR(prune.Run());
+  // Each scope (a sandbox; the daemon-wide events) keeps its newest `retain`: a guest flooding
+  // events (egress refusals) prunes only its own sandbox's, counted in its events_pruned.
+  ABOX_RETURN_IF_ERROR(
+      KeepNewest(connection, RetainedTable::kEvents, sandbox_id, options_.retain).status());
   ABOX_RETURN_IF_ERROR(transaction.Commit());
   return seq;
 }
@@ -109,7 +111,10 @@ absl::StatusOr<EventBatch> EventRepo::Since(int64_t after_seq, int limit) {
     ABOX_ASSIGN_OR_RETURN(int64_t last, ReadLastSeq(connection));
     first_kept = last + 1;
   }
-  batch.missed = after_seq + 1 < first_kept;
+  // Retention is per sandbox, so gaps can be anywhere: any event after `after_seq` pruned
+  // means missed (and a gap before the oldest kept one, from before the counters existed).
+  ABOX_ASSIGN_OR_RETURN(int64_t pruned_through, EventsPrunedThrough(connection));
+  batch.missed = after_seq + 1 < first_kept || after_seq < pruned_through;
   ABOX_RETURN_IF_ERROR(read.Commit());
   return batch;
 }
@@ -117,6 +122,19 @@ absl::StatusOr<EventBatch> EventRepo::Since(int64_t after_seq, int limit) {
 absl::StatusOr<int64_t> EventRepo::LastSeq() {
   Connection connection = db_->Lock();
   return ReadLastSeq(connection);
+}
+
+absl::StatusOr<int64_t> EventRepo::Count(absl::string_view sandbox_id) {
+  Connection connection = db_->Lock();
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare("SELECT count(*) FROM events WHERE sandbox_id IS ?"));
+  if (sandbox_id.empty()) {
+    ABOX_RETURN_IF_ERROR(stmt.BindNull(1));
+  } else {
+    ABOX_RETURN_IF_ERROR(stmt.BindText(1, sandbox_id));
+  }
+  ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  return row ? stmt.ColumnInt64(0) : 0;
 }
 
 }  // namespace abox::store

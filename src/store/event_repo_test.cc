@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/store/retention_counters.h"
 #include "src/store/sandbox_repo.h"
 #include "src/store/test_util.h"
 
@@ -99,6 +100,33 @@ TEST_F(EventRepoTest, RetentionKeepsTheNewestAndReportsMissedEvents) {
   EXPECT_THAT(Seqs(*caught_up), ElementsAre(5, 6, 7));
   EXPECT_FALSE(caught_up->missed);
   EXPECT_EQ(*repo_->LastSeq(), 7);
+}
+
+// Retention is per sandbox: a sandbox appending without end prunes only its own events (and
+// counts them); another sandbox's and the daemon-wide ones stay, and a reader whose position
+// fell in the pruned range is told it missed events.
+TEST_F(EventRepoTest, OneSandboxsFloodNeverPrunesAnothersOrTheDaemonsEvents) {
+  MakeRepo({.retain = 5});
+  ASSERT_TRUE(repo_->Append("", "daemon_started", json::object()).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(repo_->Append("ba9876543210", event_type::kReady, json::object()).ok());
+  }
+  for (int i = 0; i < 100; ++i) {
+    AppendOrDie("egress_denied");
+  }
+  EXPECT_EQ(*repo_->Count("0123456789ab"), 5);
+  EXPECT_EQ(*repo_->Count("ba9876543210"), 3);
+  EXPECT_EQ(*repo_->Count(""), 1);
+  auto all = repo_->Since(0, 100);
+  ASSERT_TRUE(all.ok());
+  EXPECT_THAT(Seqs(*all), ElementsAre(1, 2, 3, 4, 100, 101, 102, 103, 104));
+  EXPECT_TRUE(all->missed);  // 5..99 are gone, though 1..4 are kept
+  EXPECT_FALSE(repo_->Since(99, 100)->missed);
+  Connection connection = db_->Lock();
+  absl::StatusOr<RetentionCounters> counters = ReadRetentionCounters(connection, "0123456789ab");
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->events_pruned, 95);
+  EXPECT_EQ(ReadRetentionCounters(connection, "ba9876543210")->events_pruned, 0);
 }
 
 TEST_F(EventRepoTest, SeqsAreNeverReusedAcrossRestarts) {
