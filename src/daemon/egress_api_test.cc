@@ -82,6 +82,19 @@ class EgressApiTest : public ::testing::Test {
     return answer;
   }
 
+  // A guest request for http://<host>/ through the sandbox's proxy; what the guest read back.
+  std::string FetchHost(const std::string& id, const std::string& host) {
+    net::TunnelInfo info;
+    info.kind = net::TunnelInfo::Kind::kHttpProxy;
+    auto [tunnel, guest] = SocketTunnel::Make(info);
+    daemon_->egress().Handle(id, std::move(tunnel));
+    EXPECT_TRUE(SendAllTo(
+        guest.get(), absl::StrCat("GET http://", host, "/ HTTP/1.1\r\nHost: ", host, "\r\n\r\n")));
+    std::string answer = ReadToEof(guest.get());
+    guest.reset();
+    return answer;
+  }
+
   // The sandbox's log once it holds `connections` connection records (bounded wait).
   nlohmann::json LogWith(const std::string& id, size_t connections) {
     nlohmann::json log;
@@ -357,6 +370,45 @@ TEST_F(EgressApiTest, DeniedAndIgnoredNamesLeaveTheQueueAndStayDenied) {
   EXPECT_EQ(all[0]["count"], 2);
   EXPECT_EQ(upstream.accepted(), 0);
   EXPECT_EQ(Call("GET", "/v1/egress/queue?bogus=1").status, 400);
+}
+
+// A guest making up names floods only its own sandbox's review queue: past the cap every name
+// is still refused (403) and logged, but counted instead of queued, and the API and the other
+// sandbox's queue say so.
+TEST_F(EgressApiTest, AGuestMakingUpNamesFillsOnlyItsOwnQueueAndTheDropsAreCounted) {
+  StartDaemon();
+  std::string flooder = Create();
+  std::string other = Create();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_THAT(FetchHost(other, absl::StrCat("other", i, ".example.org")), HasSubstr("403"));
+  }
+  const int64_t cap = daemon_->egress().queue_cap();
+  const int64_t flood = cap + 50;
+  for (int64_t i = 0; i < flood; ++i) {
+    ASSERT_THAT(FetchHost(flooder, absl::StrCat("x", i, ".exfil.example")), HasSubstr("403"));
+  }
+  nlohmann::json log;
+  for (int i = 0; i < 200; ++i) {
+    log = Call("GET", absl::StrCat("/v1/sandboxes/", flooder, "/egress/log?limit=1")).Json();
+    if (log["dropped"]["queue"] == 50) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(log["dropped"]["queue"], 50) << log.dump();
+  EXPECT_EQ(Queue(absl::StrCat("?sandbox=", flooder)).size(), static_cast<size_t>(cap));
+  nlohmann::json theirs = Queue(absl::StrCat("?sandbox=", other));
+  EXPECT_EQ(theirs.size(), 3u) << theirs.dump();
+  nlohmann::json queue = Call("GET", "/v1/egress/queue").Json();
+  EXPECT_EQ(queue["queue_cap"], cap);
+  ASSERT_EQ(queue["queue_full"].size(), 1u) << queue.dump();
+  EXPECT_EQ(queue["queue_full"][0]["sandbox"], flooder);
+  EXPECT_EQ(queue["queue_full"][0]["dropped"], 50);
+  nlohmann::json their_log =
+      Call("GET", absl::StrCat("/v1/sandboxes/", other, "/egress/log")).Json();
+  EXPECT_EQ(their_log["dropped"],
+            nlohmann::json({{"queue", 0}, {"connections", 0}, {"dns", 0}, {"events", 0}}));
+  EXPECT_EQ(their_log["connections"].size(), 3u);
 }
 
 TEST_F(EgressApiTest, ModeNoneResetsEveryTunnelWithoutAProxyThread) {

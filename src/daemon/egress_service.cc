@@ -179,11 +179,14 @@ class EgressService::Sink final : public net::EgressSink {
       return;
     }
     // Publish only queues: the proxy thread does not wait for listeners or SQLite.
-    events_.Publish(sandbox, kEgressDeniedEvent,
-                    {{"name", name},
-                     {"port", port},
-                     {"reason", reason},
-                     {"state", store::EgressRequestStateName(outcome->request.state)}});
+    nlohmann::json denied = {{"name", name},
+                             {"port", port},
+                             {"reason", reason},
+                             {"state", store::EgressRequestStateName(outcome->request.state)}};
+    if (outcome->dropped) {
+      denied["queue_full"] = true;  // still denied; counted, not queued
+    }
+    events_.Publish(sandbox, kEgressDeniedEvent, denied);
     if (outcome->newly_pending) {
       events_.Publish(sandbox, kEgressPendingEvent,
                       {{"name", name}, {"port", port}, {"count", outcome->request.count}});
@@ -507,6 +510,14 @@ absl::StatusOr<int64_t> EgressService::Ignore(absl::string_view name) {
 absl::StatusOr<std::vector<store::EgressRequest>> EgressService::Requests(
     const store::EgressRequestFilter& filter) {
   return repo_.ListRequests(filter);
+}
+
+absl::StatusOr<store::RetentionCounters> EgressService::Dropped(const std::string& sandbox_id) {
+  return repo_.Counters(sandbox_id);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> EgressService::QueueDropped() {
+  return repo_.QueueDropped();
 }
 
 absl::StatusOr<std::vector<store::EgressConnectionRow>> EgressService::Connections(

@@ -123,6 +123,13 @@ class EgressService final {
   [[nodiscard]] absl::StatusOr<std::vector<store::EgressDnsRow>> Lookups(
       const std::string& sandbox_id, int limit);
 
+  // What the sandbox lost to its caps (names not queued, log rows and events pruned).
+  [[nodiscard]] absl::StatusOr<store::RetentionCounters> Dropped(const std::string& sandbox_id);
+  // Sandboxes with names not queued (their queue was full), and how many.
+  [[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> QueueDropped();
+  // The pending names a sandbox's queue holds at most.
+  [[nodiscard]] int64_t queue_cap() const { return repo_.options().pending_per_sandbox; }
+
   // Proxies running now (tests).
   [[nodiscard]] size_t running() const;
 

@@ -499,6 +499,11 @@ absl::StatusOr<RetentionCounters> EgressRepo::Counters(absl::string_view sandbox
   return ReadRetentionCounters(connection, sandbox_id);
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> EgressRepo::QueueDropped() {
+  Connection connection = db_->Lock();
+  return ReadQueueDropped(connection);
+}
+
 absl::StatusOr<bool> EgressRepo::IsIgnored(absl::string_view name) {
   Connection connection = db_->Lock();
   return Ignored(connection, name);

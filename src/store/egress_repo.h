@@ -165,6 +165,8 @@ class EgressRepo final {
 
   // What the sandbox lost to its caps (its events' count included).
   [[nodiscard]] absl::StatusOr<RetentionCounters> Counters(absl::string_view sandbox_id);
+  // Sandboxes whose queue was full for some names, with how many were not queued.
+  [[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> QueueDropped();
   [[nodiscard]] const EgressRepoOptions& options() const { return options_; }
 
  private:

@@ -57,9 +57,8 @@ absl::StatusOr<int64_t> KeepNewest(Connection& connection, RetainedTable table,
   const TableColumns c = ColumnsOf(table);
   ABOX_RETURN_IF_ERROR(EnsureRow(connection, sandbox_id));
   ABOX_ASSIGN_OR_RETURN(Statement bump, connection.Prepare(absl::StrCat(
-                                            "UPDATE retention_counters SET ", c.kept, " = ",
-                                            c.kept, " + 1 WHERE sandbox_id = ? RETURNING ",
-                                            c.kept)));
+                                            "UPDATE retention_counters SET ", c.kept, " = ", c.kept,
+                                            " + 1 WHERE sandbox_id = ? RETURNING ", c.kept)));
   ABOX_RETURN_IF_ERROR(bump.BindText(1, sandbox_id));
   ABOX_ASSIGN_OR_RETURN(bool bumped, bump.Step());
   if (!bumped) {
@@ -70,40 +69,38 @@ absl::StatusOr<int64_t> KeepNewest(Connection& connection, RetainedTable table,
   if (kept <= keep) {
     return 0;
   }
-  ABOX_ASSIGN_OR_RETURN(Statement oldest,
-                        connection.Prepare(absl::StrCat(
-                            "SELECT max(seq) FROM (SELECT seq FROM ", c.table, " WHERE ", c.scope,
-                            " ORDER BY seq LIMIT :excess)")));
+  ABOX_ASSIGN_OR_RETURN(Statement oldest, connection.Prepare(absl::StrCat(
+                                              "SELECT max(seq) FROM (SELECT seq FROM ", c.table,
+                                              " WHERE ", c.scope, " ORDER BY seq LIMIT :excess)")));
   ABOX_RETURN_IF_ERROR(oldest.BindText(":scope", sandbox_id));
   ABOX_RETURN_IF_ERROR(oldest.BindInt64(":excess", kept - keep));
   ABOX_ASSIGN_OR_RETURN(bool row, oldest.Step());
   if (!row || oldest.ColumnIsNull(0)) {
     // The count ran ahead of the table (rows deleted with their sandbox): start again from it.
-    ABOX_ASSIGN_OR_RETURN(Statement reset, connection.Prepare(absl::StrCat(
-                                               "UPDATE retention_counters SET ", c.kept,
-                                               " = (SELECT count(*) FROM ", c.table, " WHERE ",
-                                               c.scope, ") WHERE sandbox_id = :scope")));
+    ABOX_ASSIGN_OR_RETURN(Statement reset,
+                          connection.Prepare(absl::StrCat(
+                              "UPDATE retention_counters SET ", c.kept, " = (SELECT count(*) FROM ",
+                              c.table, " WHERE ", c.scope, ") WHERE sandbox_id = :scope")));
     ABOX_RETURN_IF_ERROR(reset.BindText(":scope", sandbox_id));
     ABOX_RETURN_IF_ERROR(reset.Run());
     return 0;
   }
   const int64_t through = oldest.ColumnInt64(0);
   ABOX_ASSIGN_OR_RETURN(Statement prune,
-                        connection.Prepare(absl::StrCat("DELETE FROM ", c.table, " WHERE ",
-                                                        c.scope, " AND seq <= :through")));
+                        connection.Prepare(absl::StrCat("DELETE FROM ", c.table, " WHERE ", c.scope,
+                                                        " AND seq <= :through")));
   ABOX_RETURN_IF_ERROR(prune.BindText(":scope", sandbox_id));
   ABOX_RETURN_IF_ERROR(prune.BindInt64(":through", through));
   ABOX_RETURN_IF_ERROR(prune.Run());
   const int64_t pruned = connection.ChangedRows();
-  ABOX_ASSIGN_OR_RETURN(
-      Statement count,
-      connection.Prepare(absl::StrCat(
-          "UPDATE retention_counters SET ", c.kept, " = max(", c.kept, " - :n, 0), ", c.pruned,
-          " = ", c.pruned, " + :n",
-          table == RetainedTable::kEvents
-              ? ", events_pruned_through = max(events_pruned_through, :through)"
-              : "",
-          " WHERE sandbox_id = :scope")));
+  ABOX_ASSIGN_OR_RETURN(Statement count,
+                        connection.Prepare(absl::StrCat(
+                            "UPDATE retention_counters SET ", c.kept, " = max(", c.kept,
+                            " - :n, 0), ", c.pruned, " = ", c.pruned, " + :n",
+                            table == RetainedTable::kEvents
+                                ? ", events_pruned_through = max(events_pruned_through, :through)"
+                                : "",
+                            " WHERE sandbox_id = :scope")));
   ABOX_RETURN_IF_ERROR(count.BindInt64(":n", pruned));
   if (table == RetainedTable::kEvents) {
     ABOX_RETURN_IF_ERROR(count.BindInt64(":through", through));
@@ -121,9 +118,9 @@ absl::Status AddToRetentionCounter(Connection& connection, absl::string_view san
   ABOX_RETURN_IF_ERROR(EnsureRow(connection, sandbox_id));
   // The column name comes from our own table above, not from input.
   const char* column = ColumnOf(counter);
-  ABOX_ASSIGN_OR_RETURN(Statement stmt, connection.Prepare(absl::StrCat(
-                                            "UPDATE retention_counters SET ", column, " = ",
-                                            column, " + ? WHERE sandbox_id = ?")));
+  ABOX_ASSIGN_OR_RETURN(
+      Statement stmt, connection.Prepare(absl::StrCat("UPDATE retention_counters SET ", column,
+                                                      " = ", column, " + ? WHERE sandbox_id = ?")));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(1, n));
   ABOX_RETURN_IF_ERROR(stmt.BindText(2, sandbox_id));
   return stmt.Run();
@@ -153,6 +150,22 @@ absl::StatusOr<RetentionCounters> ReadRetentionCounters(Connection& connection,
     out.events_pruned = stmt.ColumnInt64(3);
   }
   return out;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ReadQueueDropped(
+    Connection& connection) {
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare("SELECT sandbox_id, queue_dropped FROM "
+                                           "retention_counters WHERE queue_dropped > 0 "
+                                           "ORDER BY sandbox_id"));
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (;;) {
+    ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) {
+      return out;
+    }
+    out.emplace_back(stmt.ColumnText(0), stmt.ColumnInt64(1));
+  }
 }
 
 }  // namespace abox::store

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,7 +44,11 @@ enum class RetainedTable { kConnections, kDns, kEvents };
 // The newest event seq any scope pruned (0 when none was).
 [[nodiscard]] absl::StatusOr<int64_t> EventsPrunedThrough(Connection& connection);
 // A sandbox's counters (all 0 when nothing was ever dropped).
-[[nodiscard]] absl::StatusOr<RetentionCounters> ReadRetentionCounters(
-    Connection& connection, absl::string_view sandbox_id);
+[[nodiscard]] absl::StatusOr<RetentionCounters> ReadRetentionCounters(Connection& connection,
+                                                                      absl::string_view sandbox_id);
+
+// Every sandbox whose queue dropped names, with how many (none: empty).
+[[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ReadQueueDropped(
+    Connection& connection);
 
 }  // namespace abox::store
