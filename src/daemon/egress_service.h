@@ -88,7 +88,11 @@ class EgressService final {
   // The setup phase: `rules` are allowed too until Narrow (a sandbox in mode none gets an
   // allowlist of just these meanwhile). Not stored: a daemon restart mid-setup fails the create.
   void Widen(const std::string& sandbox_id, std::vector<net::Rule> rules);
-  void Narrow(const std::string& sandbox_id);
+  // Ends the setup phase: takes the setup rules away, then resets every tunnel open now (their
+  // upstream connections are closed), since each was decided under the wider policy; later
+  // tunnels go to a fresh proxy under the narrowed one. An error (the fresh proxy could not be
+  // made) leaves the sandbox without egress: the caller fails the create.
+  [[nodiscard]] absl::Status Narrow(const std::string& sandbox_id);
 
   // --- Policies ---
   // A scope's own policy (a sandbox's mode is unset when it inherits the global one).
@@ -148,6 +152,8 @@ class EgressService final {
   // Recomputes `running.merged` from global_ (mu_ held).
   void MergeLocked(Running& running);
   net::EgressPolicySource SourceFor(const std::string& sandbox_id);
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<net::EgressProxy>> MakeProxy(
+      const std::string& sandbox_id);
 
   store::EgressRepo& repo_;
   EventBus& events_;
