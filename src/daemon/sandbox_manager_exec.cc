@@ -3,7 +3,6 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -170,7 +169,7 @@ absl::Status SandboxManager::RunSetupCommands(const std::string& id, runtime::Sa
     exec.user = "agent";
     exec.sync = false;
     // The agent kills the command's process group at the deadline, and the host holds it even
-    // when the agent does not (see LiveExec).
+    // when the agent does not (AgentClient::Options::timeout_grace).
     exec.timeout_ms =
         std::max<int64_t>(1, absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
     struct Done {
