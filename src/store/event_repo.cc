@@ -63,6 +63,29 @@ absl::StatusOr<int64_t> EventRepo::Append(absl::string_view sandbox_id, absl::st
   // events (egress refusals) prunes only its own sandbox's, counted in its events_pruned.
   ABOX_RETURN_IF_ERROR(
       KeepNewest(connection, RetainedTable::kEvents, sandbox_id, options_.retain).status());
+  if (type == event_type::kRemoved) {
+    // Removed sandboxes' events outlive them, but not without end: together they keep the
+    // newest `retain` (the one removed now keeps its own until the next removal).
+    ABOX_ASSIGN_OR_RETURN(
+        Statement gone,
+        connection.Prepare("DELETE FROM events WHERE seq IN (SELECT seq FROM events "
+                           "WHERE sandbox_id IS NOT NULL AND sandbox_id != ? AND sandbox_id "
+                           "NOT IN (SELECT id FROM sandboxes) ORDER BY seq DESC "
+                           "LIMIT -1 OFFSET ?) RETURNING seq"));
+    ABOX_RETURN_IF_ERROR(gone.BindText(1, sandbox_id));
+    ABOX_RETURN_IF_ERROR(gone.BindInt64(2, options_.retain));
+    int64_t through = 0;
+    for (;;) {
+      ABOX_ASSIGN_OR_RETURN(bool row, gone.Step());
+      if (!row) {
+        break;
+      }
+      through = std::max(through, gone.ColumnInt64(0));
+    }
+    if (through > 0) {
+      ABOX_RETURN_IF_ERROR(NoteEventsPrunedThrough(connection, sandbox_id, through));
+    }
+  }
   ABOX_RETURN_IF_ERROR(transaction.Commit());
   return seq;
 }

@@ -46,7 +46,8 @@ struct EventBatch {
 struct EventRepoOptions {
   // Events kept per sandbox, and separately for the daemon-wide ones: a scope's older ones are
   // deleted as its new ones arrive (counted in its events_pruned, see retention_counters.h),
-  // so one sandbox's flood never pushes out another's. Values below 1 count as 1.
+  // so one sandbox's flood never pushes out another's. The events of removed sandboxes keep
+  // the newest `retain` together. Values below 1 count as 1.
   int64_t retain = 10000;
 };
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/store/retention_counters.h"
@@ -127,6 +128,29 @@ TEST_F(EventRepoTest, OneSandboxsFloodNeverPrunesAnothersOrTheDaemonsEvents) {
   ASSERT_TRUE(counters.ok());
   EXPECT_EQ(counters->events_pruned, 95);
   EXPECT_EQ(ReadRetentionCounters(connection, "ba9876543210")->events_pruned, 0);
+}
+
+// Events outlive their sandbox, but removed sandboxes together keep only the newest `retain`,
+// so creating and removing sandboxes does not grow the table without end.
+TEST_F(EventRepoTest, RemovedSandboxesKeepTheNewestEventsTogether) {
+  MakeRepo({.retain = 4});
+  SandboxRepo sandboxes(*db_, clock_.AsClock());
+  SandboxRecord live;
+  live.id = "ffffffffffff";
+  live.image = "default";
+  ASSERT_TRUE(sandboxes.Insert(live).ok());
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(repo_->Append(live.id, event_type::kReady, json::object()).ok());
+  }
+  for (int n = 0; n < 20; ++n) {
+    std::string id = absl::StrCat("00000000", absl::Hex(n, absl::kZeroPad4));
+    ASSERT_TRUE(repo_->Append(id, event_type::kCreated, json::object()).ok());
+    ASSERT_TRUE(repo_->Append(id, event_type::kRemoved, json::object()).ok());
+  }
+  // The last removed sandbox's 2 events, and the newest 4 of the others'.
+  EXPECT_EQ(QueryInt(*db_, "SELECT count(*) FROM events WHERE sandbox_id != 'ffffffffffff'"), 6);
+  EXPECT_EQ(*repo_->Count(live.id), 4) << "a live sandbox's events were pruned";
+  EXPECT_TRUE(repo_->Since(0, 100)->missed);
 }
 
 TEST_F(EventRepoTest, SeqsAreNeverReusedAcrossRestarts) {

@@ -126,6 +126,17 @@ absl::Status AddToRetentionCounter(Connection& connection, absl::string_view san
   return stmt.Run();
 }
 
+absl::Status NoteEventsPrunedThrough(Connection& connection, absl::string_view sandbox_id,
+                                     int64_t seq) {
+  ABOX_RETURN_IF_ERROR(EnsureRow(connection, sandbox_id));
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare("UPDATE retention_counters SET events_pruned_through = "
+                                           "max(events_pruned_through, ?) WHERE sandbox_id = ?"));
+  ABOX_RETURN_IF_ERROR(stmt.BindInt64(1, seq));
+  ABOX_RETURN_IF_ERROR(stmt.BindText(2, sandbox_id));
+  return stmt.Run();
+}
+
 absl::StatusOr<int64_t> EventsPrunedThrough(Connection& connection) {
   ABOX_ASSIGN_OR_RETURN(
       Statement stmt,
@@ -157,6 +168,7 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ReadQueueDropped(
   ABOX_ASSIGN_OR_RETURN(Statement stmt,
                         connection.Prepare("SELECT sandbox_id, queue_dropped FROM "
                                            "retention_counters WHERE queue_dropped > 0 "
+                                           "AND sandbox_id IN (SELECT id FROM sandboxes) "
                                            "ORDER BY sandbox_id"));
   std::vector<std::pair<std::string, int64_t>> out;
   for (;;) {

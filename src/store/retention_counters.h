@@ -41,13 +41,17 @@ enum class RetainedTable { kConnections, kDns, kEvents };
 [[nodiscard]] absl::Status AddToRetentionCounter(Connection& connection,
                                                  absl::string_view sandbox_id,
                                                  RetentionCounter counter, int64_t n);
+// Raises events_pruned_through of `sandbox_id` to `seq` when it is lower (for a reader's
+// `missed`, see EventRepo::Since).
+[[nodiscard]] absl::Status NoteEventsPrunedThrough(Connection& connection,
+                                                   absl::string_view sandbox_id, int64_t seq);
 // The newest event seq any scope pruned (0 when none was).
 [[nodiscard]] absl::StatusOr<int64_t> EventsPrunedThrough(Connection& connection);
 // A sandbox's counters (all 0 when nothing was ever dropped).
 [[nodiscard]] absl::StatusOr<RetentionCounters> ReadRetentionCounters(Connection& connection,
                                                                       absl::string_view sandbox_id);
 
-// Every sandbox whose queue dropped names, with how many (none: empty).
+// Every sandbox still recorded whose queue dropped names, with how many (none: empty).
 [[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> ReadQueueDropped(
     Connection& connection);
 
