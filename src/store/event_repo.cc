@@ -84,6 +84,11 @@ absl::StatusOr<int64_t> EventRepo::Append(absl::string_view sandbox_id, absl::st
     }
     if (through > 0) {
       ABOX_RETURN_IF_ERROR(NoteEventsPrunedThrough(connection, sandbox_id, through));
+      // Their kept counts follow, so that a late event of one prunes from the true count.
+      ABOX_RETURN_IF_ERROR(connection.Execute(
+          "UPDATE retention_counters SET events_kept = (SELECT count(*) FROM events e "
+          "WHERE e.sandbox_id = retention_counters.sandbox_id) WHERE sandbox_id != '' AND "
+          "sandbox_id NOT IN (SELECT id FROM sandboxes)"));
     }
   }
   ABOX_RETURN_IF_ERROR(transaction.Commit());

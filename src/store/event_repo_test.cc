@@ -151,6 +151,10 @@ TEST_F(EventRepoTest, RemovedSandboxesKeepTheNewestEventsTogether) {
   EXPECT_EQ(QueryInt(*db_, "SELECT count(*) FROM events WHERE sandbox_id != 'ffffffffffff'"), 6);
   EXPECT_EQ(*repo_->Count(live.id), 4) << "a live sandbox's events were pruned";
   EXPECT_TRUE(repo_->Since(0, 100)->missed);
+  // A late event of a removed sandbox whose events were pruned prunes from the true count.
+  ASSERT_TRUE(repo_->Append("000000000000", "egress_denied", json::object()).ok());
+  EXPECT_EQ(*repo_->Count("000000000000"), 1);
+  EXPECT_EQ(*repo_->Count("000000000013"), 2);
 }
 
 TEST_F(EventRepoTest, SeqsAreNeverReusedAcrossRestarts) {
