@@ -102,6 +102,7 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
     SetupSpec spec;
     s.RequiredStringArray("commands", &spec.commands, 1, 64);
     s.OptionalStringArray("allow", &spec.allow, 1024);
+    s.OptionalInt("timeout_seconds", &spec.timeout_seconds, 0, int64_t{7} * 86400);
     c.setup = std::move(spec);
   });
   ABOX_RETURN_IF_ERROR(r.Finish());

@@ -42,6 +42,7 @@ struct EgressSpec {
 struct SetupSpec {
   std::vector<std::string> commands;
   std::vector<std::string> allow;
+  int64_t timeout_seconds = 0;  // the whole setup phase; 0: the daemon's default (10 min)
 };
 
 struct SandboxCreate {

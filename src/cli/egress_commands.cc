@@ -168,8 +168,9 @@ int Log(const Options& o) {
     }
     std::vector<std::vector<std::string>> rows =
         EgressLogRows(r->json, static_cast<size_t>(o.limit));
+    std::string footer = EgressLogFooter(r->json);
     if (rows.empty()) {
-      std::printf("no connections or lookups yet\n");
+      std::printf("no connections or lookups yet\n%s", footer.c_str());
       return 0;
     }
     // Names come from the guest (TLS SNI, Host, DNS questions): shown, never acted on.
@@ -178,6 +179,7 @@ int Log(const Options& o) {
                                                rows))
                    .c_str(),
                stdout);
+    std::fputs(footer.c_str(), stdout);
     return 0;
   });
 }
@@ -212,8 +214,10 @@ int Queue(const Options& o) {
                         last ? FormatAge(now - *last) + " ago" : "", JsonString(q, "state")});
       }
     }
+    // Sandbox ids are the daemon's own (hex), never the guest's text.
+    std::string footer = EgressQueueFooter(r->json);
     if (rows.empty()) {
-      std::printf("no names waiting for review\n");
+      std::printf("no names waiting for review\n%s", footer.c_str());
       return 0;
     }
     std::fputs(
@@ -226,6 +230,7 @@ int Queue(const Options& o) {
           "\nallow: abox egress approve SANDBOX NAME [--once|--always]; "
           "keep out: abox egress deny SANDBOX NAME, abox egress ignore NAME\n");
     }
+    std::fputs(footer.c_str(), stdout);
     return 0;
   });
 }
@@ -305,6 +310,49 @@ int Ignore(const Options& o) {
 }
 
 }  // namespace
+
+std::string EgressLogFooter(const nlohmann::json& log) {
+  const nlohmann::json* dropped = JsonMember(log, "dropped");
+  if (dropped == nullptr || !dropped->is_object()) {
+    return "";
+  }
+  std::vector<std::string> parts;
+  auto add = [&](const char* field, const char* what) {
+    int64_t n = JsonInt(*dropped, field).value_or(0);
+    if (n > 0) {
+      parts.push_back(absl::StrCat(n, " ", what));
+    }
+  };
+  add("queue", "refused names not queued (the review queue was full)");
+  add("connections", "older connection rows");
+  add("dns", "older lookup rows");
+  add("events", "older events");
+  if (parts.empty()) {
+    return "";
+  }
+  return absl::StrCat("(this sandbox's limits dropped ", absl::StrJoin(parts, ", "),
+                      "; every refusal is still denied)\n");
+}
+
+std::string EgressQueueFooter(const nlohmann::json& queue) {
+  const nlohmann::json* full = JsonMember(queue, "queue_full");
+  if (full == nullptr || !full->is_array()) {
+    return "";
+  }
+  int64_t cap = JsonInt(queue, "queue_cap").value_or(0);
+  std::string out;
+  for (const nlohmann::json& f : *full) {
+    int64_t n = JsonInt(f, "dropped").value_or(0);
+    if (n <= 0) {
+      continue;
+    }
+    absl::StrAppend(&out, "sandbox ", JsonString(f, "sandbox"), ": ", n,
+                    " refused name(s) were not queued: its queue was full (", cap,
+                    " pending); they stay denied. Deny or ignore pending names to make room, "
+                    "or see them in abox egress log\n");
+  }
+  return out;
+}
 
 std::vector<std::vector<std::string>> EgressLogRows(const nlohmann::json& log, size_t limit) {
   struct Row {

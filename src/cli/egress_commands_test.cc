@@ -60,5 +60,25 @@ TEST(EgressLogRowsTest, AMalformedAnswerGivesNoRowsInsteadOfThrowing) {
   EXPECT_EQ(rows[0][2], "-");
 }
 
+TEST(EgressFooterTest, SaysWhatTheSandboxsLimitsDroppedAndNothingWhenNothingWas) {
+  nlohmann::json log = {
+      {"dropped", {{"queue", 19000}, {"connections", 40000}, {"dns", 0}, {"events", 3}}}};
+  std::string footer = EgressLogFooter(log);
+  EXPECT_THAT(footer, HasSubstr("19000 refused names not queued"));
+  EXPECT_THAT(footer, HasSubstr("40000 older connection rows"));
+  EXPECT_THAT(footer, HasSubstr("3 older events"));
+  EXPECT_THAT(footer, ::testing::Not(HasSubstr("lookup")));
+  EXPECT_EQ(EgressLogFooter({{"dropped", {{"queue", 0}}}}), "");
+  EXPECT_EQ(EgressLogFooter({{"dropped", "lots"}}), "");
+
+  nlohmann::json queue = {{"requests", nlohmann::json::array()},
+                          {"queue_cap", 1000},
+                          {"queue_full", {{{"sandbox", "0123456789ab"}, {"dropped", 7}}}}};
+  EXPECT_THAT(EgressQueueFooter(queue),
+              HasSubstr("sandbox 0123456789ab: 7 refused name(s) were not queued: its queue was "
+                        "full (1000 pending)"));
+  EXPECT_EQ(EgressQueueFooter({{"queue_full", nlohmann::json::array()}}), "");
+}
+
 }  // namespace
 }  // namespace abox::cli

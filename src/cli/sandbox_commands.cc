@@ -40,6 +40,7 @@ struct CreateOptions {
   std::vector<std::string> allow;
   std::vector<std::string> setup;
   std::vector<std::string> setup_allow;
+  int64_t setup_timeout = 0;  // seconds; 0: the daemon's default
 };
 
 int Create(const CreateOptions& o) {
@@ -114,9 +115,13 @@ int Create(const CreateOptions& o) {
   }
   if (!o.setup.empty()) {
     body["setup"] = {{"commands", o.setup}, {"allow", o.setup_allow}};
-  } else if (!o.setup_allow.empty()) {
+    if (o.setup_timeout > 0) {
+      body["setup"]["timeout_seconds"] = o.setup_timeout;
+    }
+  } else if (!o.setup_allow.empty() || o.setup_timeout > 0) {
     return Fail(absl::InvalidArgumentError(
-        "--setup-allow widens the policy for --setup commands: give at least one --setup CMD"));
+        "--setup-allow and --setup-timeout are for --setup commands: give at least one "
+        "--setup CMD"));
   }
   absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
   if (!api.ok()) {
@@ -296,6 +301,11 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
       ->add_option("--setup-allow", create->setup_allow,
                    "Allow RULE or preset name only while the --setup commands run (repeatable)")
       ->allow_extra_args(false);
+  create_cmd
+      ->add_option("--setup-timeout", create->setup_timeout,
+                   "Fail the create when the --setup commands take longer than this many "
+                   "seconds together (default 600)")
+      ->check(CLI::Range(int64_t{1}, int64_t{604800}));
   create_cmd->add_flag("--json", create->json, "Print the created sandbox as the API's JSON");
   create_cmd->add_flag("--no-wait", create->no_wait,
                        "Return as soon as the sandbox is accepted (state creating); follow it "

@@ -4,9 +4,14 @@
 // SocketTunnel. Upstreams are loopback servers reached through the test resolver override.
 #include <sys/socket.h>
 
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -79,6 +84,19 @@ class EgressApiTest : public ::testing::Test {
         guest.get(), absl::StrCat("GET http://", host, "/ HTTP/1.1\r\nHost: ", host, "\r\n\r\n")));
     std::string answer = ReadToEof(guest.get());
     guest.reset();  // the proxy's drain after a 403 ends at once
+    return answer;
+  }
+
+  // A guest request for http://<host>/ through the sandbox's proxy; what the guest read back.
+  std::string FetchHost(const std::string& id, const std::string& host) {
+    net::TunnelInfo info;
+    info.kind = net::TunnelInfo::Kind::kHttpProxy;
+    auto [tunnel, guest] = SocketTunnel::Make(info);
+    daemon_->egress().Handle(id, std::move(tunnel));
+    EXPECT_TRUE(SendAllTo(
+        guest.get(), absl::StrCat("GET http://", host, "/ HTTP/1.1\r\nHost: ", host, "\r\n\r\n")));
+    std::string answer = ReadToEof(guest.get());
+    guest.reset();
     return answer;
   }
 
@@ -359,6 +377,45 @@ TEST_F(EgressApiTest, DeniedAndIgnoredNamesLeaveTheQueueAndStayDenied) {
   EXPECT_EQ(Call("GET", "/v1/egress/queue?bogus=1").status, 400);
 }
 
+// A guest making up names floods only its own sandbox's review queue: past the cap every name
+// is still refused (403) and logged, but counted instead of queued, and the API and the other
+// sandbox's queue say so.
+TEST_F(EgressApiTest, AGuestMakingUpNamesFillsOnlyItsOwnQueueAndTheDropsAreCounted) {
+  StartDaemon();
+  std::string flooder = Create();
+  std::string other = Create();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_THAT(FetchHost(other, absl::StrCat("other", i, ".example.org")), HasSubstr("403"));
+  }
+  const int64_t cap = daemon_->egress().queue_cap();
+  const int64_t flood = cap + 50;
+  for (int64_t i = 0; i < flood; ++i) {
+    ASSERT_THAT(FetchHost(flooder, absl::StrCat("x", i, ".exfil.example")), HasSubstr("403"));
+  }
+  nlohmann::json log;
+  for (int i = 0; i < 200; ++i) {
+    log = Call("GET", absl::StrCat("/v1/sandboxes/", flooder, "/egress/log?limit=1")).Json();
+    if (log["dropped"]["queue"] == 50) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(log["dropped"]["queue"], 50) << log.dump();
+  EXPECT_EQ(Queue(absl::StrCat("?sandbox=", flooder)).size(), static_cast<size_t>(cap));
+  nlohmann::json theirs = Queue(absl::StrCat("?sandbox=", other));
+  EXPECT_EQ(theirs.size(), 3u) << theirs.dump();
+  nlohmann::json queue = Call("GET", "/v1/egress/queue").Json();
+  EXPECT_EQ(queue["queue_cap"], cap);
+  ASSERT_EQ(queue["queue_full"].size(), 1u) << queue.dump();
+  EXPECT_EQ(queue["queue_full"][0]["sandbox"], flooder);
+  EXPECT_EQ(queue["queue_full"][0]["dropped"], 50);
+  nlohmann::json their_log =
+      Call("GET", absl::StrCat("/v1/sandboxes/", other, "/egress/log")).Json();
+  EXPECT_EQ(their_log["dropped"],
+            nlohmann::json({{"queue", 0}, {"connections", 0}, {"dns", 0}, {"events", 0}}));
+  EXPECT_EQ(their_log["connections"].size(), 3u);
+}
+
 TEST_F(EgressApiTest, ModeNoneResetsEveryTunnelWithoutAProxyThread) {
   StartDaemon();
   std::string id = Create({{"egress", {{"mode", "none"}}}});
@@ -435,6 +492,113 @@ TEST_F(EgressApiTest, AFailingSetupCommandFailsTheCreateNamingIt) {
             400);
 }
 
+// The guest keeps a connection the setup policy let through and a background process the
+// setup started: when setup ends, before the create returns, the connection is reset (the
+// upstream sees it close) and the process is gone.
+TEST_F(EgressApiTest, SetupsEndResetsItsTunnelsAndKillsWhatItLeftRunning) {
+  StartDaemon();
+  enum class Upstream { kWaiting, kClosed, kTimedOut };
+  std::atomic<Upstream> upstream_saw{Upstream::kWaiting};
+  net::testing::LoopbackServer upstream([&](base::UniqueFd fd) {
+    if (net::testing::ReadUntil(fd.get(), "\r\n\r\n").empty()) {
+      return;
+    }
+    SendAllTo(fd.get(), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    char buf[256];
+    for (;;) {
+      ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
+      if (n == 0) {
+        upstream_saw = Upstream::kClosed;
+        return;
+      }
+      if (n < 0) {
+        upstream_saw = Upstream::kTimedOut;  // 10 s without a close (SO_RCVTIMEO)
+        return;
+      }
+    }
+  });
+  const std::string dir = home_.path() + "/setup";
+  std::filesystem::create_directories(dir);
+  const std::string command =
+      absl::StrCat("sleep 300 >/dev/null 2>&1 & echo $! > ", dir, "/bg.pid; touch ", dir,
+                   "/started; while [ ! -e ", dir, "/go ]; do sleep 0.05; done");
+  const std::string host = absl::StrCat(kUpstream, ":", upstream.port());
+  Response created;
+  std::unique_ptr<HttpTestClient> creator = daemon_->Connect();  // one request at a time each
+  ASSERT_NE(creator, nullptr);
+  std::thread create([&] {
+    nlohmann::json body = {{"setup", {{"commands", {command}}, {"allow", {host}}}}};
+    absl::StatusOr<Response> r = creator->Request("POST", "/v1/sandboxes", body.dump());
+    if (r.ok()) {
+      created = *r;
+    }
+  });
+  absl::Cleanup release = [&] {
+    std::ofstream(dir + "/go") << "";
+    create.join();
+  };
+  for (int i = 0; i < 400 && !std::filesystem::exists(dir + "/started"); ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir + "/started")) << "the setup command never started";
+  nlohmann::json list = Call("GET", "/v1/sandboxes").Json()["sandboxes"];
+  ASSERT_EQ(list.size(), 1u) << list.dump();
+  const std::string id = list[0]["id"];
+  EXPECT_EQ(list[0]["state"], "creating");
+
+  // A kept-alive connection under the setup policy, open while setup runs.
+  net::TunnelInfo info;
+  info.kind = net::TunnelInfo::Kind::kHttpProxy;
+  auto [tunnel, guest] = SocketTunnel::Make(info);
+  daemon_->egress().Handle(id, std::move(tunnel));
+  ASSERT_TRUE(SendAllTo(
+      guest.get(), absl::StrCat("GET http://", host, "/ HTTP/1.1\r\nHost: ", host, "\r\n\r\n")));
+  ASSERT_THAT(net::testing::ReadUntil(guest.get(), "ok"), HasSubstr("200 OK"));
+  int bg_pid = 0;
+  std::ifstream(dir + "/bg.pid") >> bg_pid;
+  ASSERT_GT(bg_pid, 0);
+  ASSERT_EQ(::kill(bg_pid, 0), 0) << "the background process is not running";
+
+  std::move(release).Invoke();
+  ASSERT_EQ(created.status, 201) << created.body;
+  // The guest's end sees its tunnel end, the upstream sees the close.
+  timeval tv{10, 0};
+  ::setsockopt(guest.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  char c;
+  EXPECT_EQ(::recv(guest.get(), &c, 1, 0), 0) << "the setup tunnel is still open";
+  for (int i = 0; i < 400 && upstream_saw == Upstream::kWaiting; ++i) {
+    absl::SleepFor(absl::Milliseconds(25));
+  }
+  EXPECT_EQ(upstream_saw, Upstream::kClosed);
+  // Gone, or a zombie waiting for its reaper: not running either way.
+  std::string stat;
+  std::ifstream(absl::StrCat("/proc/", bg_pid, "/stat")) >> stat >> stat >> stat;
+  EXPECT_TRUE(stat.empty() || stat == "Z") << "the background process survived setup: " << stat;
+  // The narrowed policy holds for the next connection.
+  EXPECT_THAT(FetchHost(id, host), HasSubstr("403"));
+}
+
+TEST_F(EgressApiTest, ASetupPastItsTimeoutFailsTheCreateSayingSo) {
+  StartDaemon();
+  absl::Time start = absl::Now();
+  Response created =
+      Call("POST", "/v1/sandboxes",
+           {{"setup", {{"commands", {"true", "sleep 60", "echo never"}}, {"timeout_seconds", 1}}}});
+  EXPECT_EQ(created.status, 504) << created.body;
+  EXPECT_THAT(created.body, HasSubstr("setup timed out"));
+  EXPECT_THAT(created.body, HasSubstr("command \\\"sleep 60\\\" was still running"));
+  EXPECT_THAT(created.body, HasSubstr("setup.timeout_seconds"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "the timeout did not hold";
+  nlohmann::json failed = Call("GET", "/v1/sandboxes?state=failed").Json()["sandboxes"];
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_THAT(failed[0]["failure"].get<std::string>(), HasSubstr("setup timed out"));
+  EXPECT_EQ(daemon_->egress().running(), 0u);
+  EXPECT_EQ(
+      Call("POST", "/v1/sandboxes", {{"setup", {{"commands", {"true"}}, {"timeout_seconds", -1}}}})
+          .status,
+      400);
+}
+
 TEST(EgressServiceTest, WidenAddsSetupRulesAndNarrowTakesThemAway) {
   TempDir dir;
   auto db = store::OpenStateDatabase(dir.path() + "/state.db");
@@ -460,7 +624,7 @@ TEST(EgressServiceTest, WidenAddsSetupRulesAndNarrowTakesThemAway) {
   EXPECT_EQ(wide->mode, net::EgressPolicy::Mode::kAllowlist);
   ASSERT_EQ(wide->allow.size(), 1u);
   EXPECT_EQ(wide->allow[0].ToString(), "preset:npm");
-  (*service)->Narrow(record.id);
+  ASSERT_TRUE((*service)->Narrow(record.id).ok());
   EXPECT_EQ((*service)->Effective(record.id)->mode, net::EgressPolicy::Mode::kNone);
   EXPECT_TRUE((*service)->Effective(record.id)->allow.empty());
   (*service)->Stop(record.id);

@@ -179,11 +179,14 @@ class EgressService::Sink final : public net::EgressSink {
       return;
     }
     // Publish only queues: the proxy thread does not wait for listeners or SQLite.
-    events_.Publish(sandbox, kEgressDeniedEvent,
-                    {{"name", name},
-                     {"port", port},
-                     {"reason", reason},
-                     {"state", store::EgressRequestStateName(outcome->request.state)}});
+    nlohmann::json denied = {{"name", name},
+                             {"port", port},
+                             {"reason", reason},
+                             {"state", store::EgressRequestStateName(outcome->request.state)}};
+    if (outcome->dropped) {
+      denied["queue_full"] = true;  // still denied; counted, not queued
+    }
+    events_.Publish(sandbox, kEgressDeniedEvent, denied);
     if (outcome->newly_pending) {
       events_.Publish(sandbox, kEgressPendingEvent,
                       {{"name", name}, {"port", port}, {"count", outcome->request.count}});
@@ -273,17 +276,21 @@ net::EgressPolicySource EgressService::SourceFor(const std::string& sandbox_id) 
   return source;
 }
 
-absl::Status EgressService::Start(const std::string& sandbox_id) {
-  ABOX_ASSIGN_OR_RETURN(net::EgressPolicy own, Load(EgressScope{sandbox_id}));
-  Stop(sandbox_id);  // a re-attach after a failed boot must not keep the old proxy
+absl::StatusOr<std::unique_ptr<net::EgressProxy>> EgressService::MakeProxy(
+    const std::string& sandbox_id) {
   net::EgressProxy::Options proxy_options;
   proxy_options.sandbox_id = sandbox_id;
   proxy_options.policy = SourceFor(sandbox_id);
   proxy_options.resolver = resolver_;
   proxy_options.sink = sink_;
   proxy_options.limits = options_.limits;
-  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<net::EgressProxy> proxy,
-                        net::EgressProxy::Create(std::move(proxy_options)));
+  return net::EgressProxy::Create(std::move(proxy_options));
+}
+
+absl::Status EgressService::Start(const std::string& sandbox_id) {
+  ABOX_ASSIGN_OR_RETURN(net::EgressPolicy own, Load(EgressScope{sandbox_id}));
+  Stop(sandbox_id);  // a re-attach after a failed boot must not keep the old proxy
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<net::EgressProxy> proxy, MakeProxy(sandbox_id));
   std::lock_guard lock(mu_);
   Running& running = running_[sandbox_id];
   running.own = std::move(own);
@@ -341,7 +348,37 @@ void EgressService::Widen(const std::string& sandbox_id, std::vector<net::Rule> 
   }
 }
 
-void EgressService::Narrow(const std::string& sandbox_id) { Widen(sandbox_id, {}); }
+absl::Status EgressService::Narrow(const std::string& sandbox_id) {
+  absl::StatusOr<std::unique_ptr<net::EgressProxy>> fresh = MakeProxy(sandbox_id);
+  std::shared_ptr<net::EgressProxy> old;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(sandbox_id);
+    if (it == running_.end()) {
+      return absl::OkStatus();  // stopped meanwhile: no tunnel left
+    }
+    it->second.setup.clear();
+    MergeLocked(it->second);
+    old = std::move(it->second.proxy);
+    if (fresh.ok()) {
+      it->second.proxy = *std::move(fresh);
+    } else {
+      running_.erase(it);  // fail closed: no proxy, every later tunnel is reset
+    }
+  }
+  // A connection the setup policy let through (a package mirror, a tunnel a background process
+  // keeps open) must not outlive it: Shutdown resets every tunnel and closes its upstream.
+  if (old != nullptr) {
+    old->Shutdown();
+  }
+  if (!fresh.ok()) {
+    return absl::Status(fresh.status().code(),
+                        absl::StrCat("the setup phase's connections were reset, but egress could "
+                                     "not restart for the sandbox: ",
+                                     fresh.status().message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<net::EgressPolicy> EgressService::Policy(const EgressScope& scope) {
   return Load(scope);
@@ -507,6 +544,14 @@ absl::StatusOr<int64_t> EgressService::Ignore(absl::string_view name) {
 absl::StatusOr<std::vector<store::EgressRequest>> EgressService::Requests(
     const store::EgressRequestFilter& filter) {
   return repo_.ListRequests(filter);
+}
+
+absl::StatusOr<store::RetentionCounters> EgressService::Dropped(const std::string& sandbox_id) {
+  return repo_.Counters(sandbox_id);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> EgressService::QueueDropped() {
+  return repo_.QueueDropped();
 }
 
 absl::StatusOr<std::vector<store::EgressConnectionRow>> EgressService::Connections(

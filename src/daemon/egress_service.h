@@ -88,7 +88,11 @@ class EgressService final {
   // The setup phase: `rules` are allowed too until Narrow (a sandbox in mode none gets an
   // allowlist of just these meanwhile). Not stored: a daemon restart mid-setup fails the create.
   void Widen(const std::string& sandbox_id, std::vector<net::Rule> rules);
-  void Narrow(const std::string& sandbox_id);
+  // Ends the setup phase: takes the setup rules away, then resets every tunnel open now (their
+  // upstream connections are closed), since each was decided under the wider policy; later
+  // tunnels go to a fresh proxy under the narrowed one. An error (the fresh proxy could not be
+  // made) leaves the sandbox without egress: the caller fails the create.
+  [[nodiscard]] absl::Status Narrow(const std::string& sandbox_id);
 
   // --- Policies ---
   // A scope's own policy (a sandbox's mode is unset when it inherits the global one).
@@ -123,6 +127,13 @@ class EgressService final {
   [[nodiscard]] absl::StatusOr<std::vector<store::EgressDnsRow>> Lookups(
       const std::string& sandbox_id, int limit);
 
+  // What the sandbox lost to its caps (names not queued, log rows and events pruned).
+  [[nodiscard]] absl::StatusOr<store::RetentionCounters> Dropped(const std::string& sandbox_id);
+  // Sandboxes with names not queued (their queue was full), and how many.
+  [[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> QueueDropped();
+  // The pending names a sandbox's queue holds at most.
+  [[nodiscard]] int64_t queue_cap() const { return repo_.options().pending_per_sandbox; }
+
   // Proxies running now (tests).
   [[nodiscard]] size_t running() const;
 
@@ -141,6 +152,8 @@ class EgressService final {
   // Recomputes `running.merged` from global_ (mu_ held).
   void MergeLocked(Running& running);
   net::EgressPolicySource SourceFor(const std::string& sandbox_id);
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<net::EgressProxy>> MakeProxy(
+      const std::string& sandbox_id);
 
   store::EgressRepo& repo_;
   EventBus& events_;

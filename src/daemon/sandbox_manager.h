@@ -38,6 +38,8 @@ struct ManagerOptions {
   // An exec started with kill_on_disconnect that no client attached to within this long is
   // killed (its client died between the create and the attach).
   absl::Duration exec_attach_deadline = absl::Seconds(10);
+  // How long a create's setup commands may take together, unless setup.timeout_seconds says.
+  absl::Duration setup_timeout = absl::Minutes(10);
   // How often TTL and idle timeouts are checked.
   absl::Duration reap_interval = absl::Seconds(1);
   // Tests with a fake VMM: boot these files for every image instead of $ABOX_HOME/images.
@@ -157,9 +159,15 @@ class SandboxManager final {
                                                        LiveExec::DoneFn on_done);
   // The setup phase of a create: `rules` widen the egress policy while each command runs (as
   // agent, in the workspace); the first that fails ends it with an error naming it, its exit
-  // and the tail of its output. The policy is narrowed again either way.
+  // and the tail of its output. The policy is narrowed again either way, and then every tunnel
+  // still open (opened under the wider policy) is reset. What a command leaves running in its
+  // process group is killed as the command ends (SetupShell).
   absl::Status RunSetup(const std::string& id, runtime::Sandbox& sandbox,
                         const api::SetupSpec& setup, std::vector<net::Rule> rules);
+  // RunSetup's commands, in order, within the setup's timeout (setup.timeout_seconds, else
+  // ManagerOptions::setup_timeout): kDeadlineExceeded when it runs out.
+  absl::Status RunSetupCommands(const std::string& id, runtime::Sandbox& sandbox,
+                                const api::SetupSpec& setup);
 
   std::shared_ptr<Entry> FindEntry(const std::string& id);
   api::SandboxLive LiveOf(const std::string& id);

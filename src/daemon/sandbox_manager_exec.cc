@@ -3,9 +3,9 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/sandbox_manager.h"
@@ -37,6 +37,29 @@ std::string OutputTail(store::ExecRepo& execs, const std::string& exec_id) {
     tail.erase(0, tail.size() - 2048);
   }
   return tail;
+}
+
+std::string SetupShell(absl::string_view command) {
+  // The command runs in a child shell; then every process left in the exec's process group
+  // (background jobs the command started: `sleep 1000 &`, a daemon that did not setsid) is
+  // killed before the exec ends, so nothing setup started runs on under the narrowed policy.
+  // The group is read from /proc/<pid>/stat (field 5, after the last ") " of the comm) with
+  // shell builtins only: no fork lands in the group while it is read. A process that left the
+  // group (setsid) or a guest root that tampers with this is not stopped by it: the tunnels
+  // are reset regardless (EgressService::Narrow).
+  std::string quoted = absl::StrReplaceAll(command, {{"'", "'\\''"}});
+  return absl::StrCat("sh -c '", quoted, "'\n", R"sh(abox_rc=$?
+for abox_pass in 1 2; do
+  for abox_p in /proc/[0-9]*; do
+    abox_pid=${abox_p#/proc/}
+    [ "$abox_pid" = "$$" ] && continue
+    read -r abox_s < "$abox_p/stat" 2>/dev/null || continue
+    abox_s=${abox_s##*) }
+    set -- $abox_s
+    [ "$3" = "$$" ] && kill -KILL "$abox_pid" 2>/dev/null
+  done
+done
+exit $abox_rc)sh");
 }
 
 }  // namespace
@@ -118,18 +141,48 @@ absl::Status SandboxManager::RunSetup(const std::string& id, runtime::Sandbox& s
   if (deps_.egress != nullptr) {
     deps_.egress->Widen(id, std::move(rules));
   }
-  absl::Cleanup narrow = [&] {
-    if (deps_.egress != nullptr) {
-      deps_.egress->Narrow(id);
+  absl::Status ran = RunSetupCommands(id, sandbox, setup);
+  // Before the sandbox is handed over, whatever happened: the setup policy's connections end
+  // with it (a background process holding a tunnel open included).
+  if (deps_.egress != nullptr) {
+    if (absl::Status narrowed = deps_.egress->Narrow(id); ran.ok() && !narrowed.ok()) {
+      return narrowed;
     }
-  };
+  }
+  return ran;
+}
+
+absl::Status SandboxManager::RunSetupCommands(const std::string& id, runtime::Sandbox& sandbox,
+                                              const api::SetupSpec& setup) {
+  const absl::Duration budget =
+      setup.timeout_seconds > 0 ? absl::Seconds(setup.timeout_seconds) : options_.setup_timeout;
+  const absl::Time deadline = absl::Now() + budget;
   deps_.events->Publish(id, "setup_started",
-                        {{"commands", setup.commands}, {"allow", setup.allow}});
+                        {{"commands", setup.commands},
+                         {"allow", setup.allow},
+                         {"timeout_seconds", absl::ToInt64Seconds(budget)}});
+  auto timed_out = [&](const std::string& command, const std::string& exec_id) {
+    deps_.events->Publish(id, "setup_failed",
+                          {{"command", command}, {"exec_id", exec_id}, {"timed_out", true}});
+    std::string exec = exec_id.empty() ? "" : absl::StrCat(" (exec ", exec_id, ")");
+    return absl::DeadlineExceededError(absl::StrCat(
+        "setup timed out: command \"", command, "\" was still running when the setup's ",
+        absl::FormatDuration(budget), " ran out", exec,
+        "; give setup more time (setup.timeout_seconds) or make the command faster"));
+  };
   for (const std::string& command : setup.commands) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return timed_out(command, "");
+    }
     api::ExecCreate exec;
-    exec.shell = command;
+    exec.shell = SetupShell(command);
     exec.user = "agent";
     exec.sync = false;
+    // The agent kills the command's process group at the deadline, and the host holds it even
+    // when the agent does not (AgentClient::Options::timeout_grace).
+    exec.timeout_ms =
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1))));
     struct Done {
       std::mutex mu;
       std::condition_variable cv;
@@ -151,6 +204,9 @@ absl::Status SandboxManager::RunSetup(const std::string& id, runtime::Sandbox& s
     live->Join();
     const store::ExecRecord& ended = *done->record;
     const store::ExecResult& result = ended.result;
+    if (result.timed_out) {
+      return timed_out(command, ended.id);
+    }
     if (ended.state == store::ExecState::kExited && result.exit_code == 0) {
       continue;
     }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/base/status_macros.h"
+#include "src/store/retention_counters.h"
 
 namespace abox::store {
 namespace {
@@ -93,18 +94,13 @@ absl::StatusOr<bool> Ignored(Connection& connection, absl::string_view name) {
   return stmt.Step();
 }
 
-// Deletes the sandbox's rows of `table` older than the newest `keep`.
-absl::Status Prune(Connection& connection, const char* table, absl::string_view sandbox_id,
-                   int64_t keep) {
-  ABOX_ASSIGN_OR_RETURN(
-      Statement stmt,
-      connection.Prepare(absl::StrCat(
-          "DELETE FROM ", table, " WHERE sandbox_id = :sandbox AND seq <= (SELECT seq FROM ", table,
-          " WHERE sandbox_id = :sandbox ORDER BY seq DESC "
-          "LIMIT 1 OFFSET :keep)")));
-  ABOX_RETURN_IF_ERROR(stmt.BindText(":sandbox", sandbox_id));
-  ABOX_RETURN_IF_ERROR(stmt.BindInt64(":keep", keep));
-  return stmt.Run();
+absl::StatusOr<int64_t> PendingCount(Connection& connection, absl::string_view sandbox_id) {
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare("SELECT count(*) FROM egress_requests "
+                                           "WHERE sandbox_id = ? AND state = 'pending'"));
+  ABOX_RETURN_IF_ERROR(stmt.BindText(1, sandbox_id));
+  ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  return row ? stmt.ColumnInt64(0) : 0;
 }
 
 absl::Status CheckLimit(int limit) {
@@ -133,6 +129,7 @@ absl::StatusOr<EgressRequestState> ParseEgressRequestState(absl::string_view tex
 EgressRepo::EgressRepo(Database& db, Clock clock, EgressRepoOptions options)
     : db_(&db), clock_(std::move(clock)), options_(options) {
   options_.log_rows_per_sandbox = std::max<int64_t>(options_.log_rows_per_sandbox, 1);
+  options_.pending_per_sandbox = std::max<int64_t>(options_.pending_per_sandbox, 1);
 }
 
 absl::StatusOr<EgressPolicyRecord> EgressRepo::GetGlobalPolicy() {
@@ -236,8 +233,9 @@ absl::Status EgressRepo::AddConnection(const EgressConnectionRow& r) {
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(12, r.bytes_down));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(13, r.duration_ms));
   ABOX_RETURN_IF_ERROR(stmt.Run());
-  ABOX_RETURN_IF_ERROR(
-      Prune(connection, "egress_connections", r.sandbox_id, options_.log_rows_per_sandbox));
+  ABOX_RETURN_IF_ERROR(KeepNewest(connection, RetainedTable::kConnections, r.sandbox_id,
+                                  options_.log_rows_per_sandbox)
+                           .status());
   return transaction.Commit();
 }
 
@@ -261,7 +259,8 @@ absl::Status EgressRepo::AddDns(const EgressDnsRow& r) {
   ABOX_RETURN_IF_ERROR(stmt.BindBool(10, r.via_override));
   ABOX_RETURN_IF_ERROR(stmt.Run());
   ABOX_RETURN_IF_ERROR(
-      Prune(connection, "egress_dns", r.sandbox_id, options_.log_rows_per_sandbox));
+      KeepNewest(connection, RetainedTable::kDns, r.sandbox_id, options_.log_rows_per_sandbox)
+          .status());
   return transaction.Commit();
 }
 
@@ -354,6 +353,22 @@ absl::StatusOr<DenialOutcome> EgressRepo::RecordDenial(absl::string_view sandbox
     r.name = std::string(name);
     r.first_seen = now;
     r.state = ignored ? EgressRequestState::kIgnored : EgressRequestState::kPending;
+    if (!ignored) {
+      ABOX_ASSIGN_OR_RETURN(int64_t pending, PendingCount(connection, sandbox_id));
+      if (pending >= options_.pending_per_sandbox) {
+        // A guest making up names cannot grow the table: the name stays denied (and logged by
+        // the caller), only counted here.
+        ABOX_RETURN_IF_ERROR(
+            AddToRetentionCounter(connection, sandbox_id, RetentionCounter::kQueueDropped, 1));
+        ABOX_RETURN_IF_ERROR(transaction.Commit());
+        r.count = 1;
+        r.last_seen = now;
+        r.port = port;
+        r.reason = std::string(reason);
+        out.dropped = true;
+        return out;
+      }
+    }
     out.newly_pending = !ignored;
   }
   bool approval_spent = r.state == EgressRequestState::kApproved ||
@@ -477,6 +492,16 @@ absl::StatusOr<int64_t> EgressRepo::Ignore(absl::string_view name) {
   int64_t changed = connection.ChangedRows();
   ABOX_RETURN_IF_ERROR(transaction.Commit());
   return changed;
+}
+
+absl::StatusOr<RetentionCounters> EgressRepo::Counters(absl::string_view sandbox_id) {
+  Connection connection = db_->Lock();
+  return ReadRetentionCounters(connection, sandbox_id);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> EgressRepo::QueueDropped() {
+  Connection connection = db_->Lock();
+  return ReadQueueDropped(connection);
 }
 
 absl::StatusOr<bool> EgressRepo::IsIgnored(absl::string_view name) {

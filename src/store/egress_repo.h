@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "src/store/column_codec.h"
 #include "src/store/database.h"
+#include "src/store/retention_counters.h"
 
 namespace abox::store {
 
@@ -95,11 +96,17 @@ struct EgressRequestFilter {
 struct DenialOutcome {
   EgressRequest request;       // the row after the update
   bool newly_pending = false;  // the name (re-)entered the review queue with this refusal
+  // The sandbox's queue was full: the name was not queued (the request above is not stored)
+  // and the sandbox's queue_dropped counter grew. The name stays denied.
+  bool dropped = false;
 };
 
 struct EgressRepoOptions {
   // Log rows kept per sandbox and per log (connections, DNS); older ones are pruned on insert.
   int64_t log_rows_per_sandbox = 10000;
+  // Pending names per sandbox in the review queue; a new name beyond it is counted in the
+  // sandbox's queue_dropped, not stored (a guest can make up names without end).
+  int64_t pending_per_sandbox = 1000;
 };
 
 // Typed access to the egress tables. Does not own the Database, which must outlive it. Times
@@ -118,7 +125,9 @@ class EgressRepo final {
   [[nodiscard]] absl::Status PutSandboxPolicy(absl::string_view sandbox_id,
                                               const EgressPolicyRecord& policy);
 
-  // Appends a log row (seq assigned) and prunes the sandbox's oldest rows beyond the cap.
+  // Appends a log row (seq assigned) and prunes the sandbox's oldest rows beyond the cap,
+  // counting them in the sandbox's connections_pruned / dns_pruned. Other sandboxes' rows are
+  // never touched.
   [[nodiscard]] absl::Status AddConnection(const EgressConnectionRow& row);
   [[nodiscard]] absl::Status AddDns(const EgressDnsRow& row);
   // A sandbox's log rows, newest first, at most `limit` (>= 1).
@@ -130,7 +139,8 @@ class EgressRepo final {
   // The policy refused `name` for the sandbox on `port` (0: a DNS lookup). A new name becomes
   // pending (ignored when the name is on the ignore list); a pending or decided one counts the
   // refusal. An approval that no longer holds (approved, or approved once and used) goes back
-  // to pending: the refusal is a new question.
+  // to pending: the refusal is a new question. A new name finding the sandbox's queue at
+  // pending_per_sandbox is not stored (DenialOutcome::dropped).
   [[nodiscard]] absl::StatusOr<DenialOutcome> RecordDenial(absl::string_view sandbox_id,
                                                            absl::string_view name, int port,
                                                            absl::string_view reason);
@@ -152,6 +162,12 @@ class EgressRepo final {
   // their decision. Returns the rows changed.
   [[nodiscard]] absl::StatusOr<int64_t> Ignore(absl::string_view name);
   [[nodiscard]] absl::StatusOr<bool> IsIgnored(absl::string_view name);
+
+  // What the sandbox lost to its caps (its events' count included).
+  [[nodiscard]] absl::StatusOr<RetentionCounters> Counters(absl::string_view sandbox_id);
+  // Sandboxes whose queue was full for some names, with how many were not queued.
+  [[nodiscard]] absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> QueueDropped();
+  [[nodiscard]] const EgressRepoOptions& options() const { return options_; }
 
  private:
   Database* db_;

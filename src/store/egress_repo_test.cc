@@ -3,8 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/store/event_repo.h"
 #include "src/store/sandbox_repo.h"
 #include "src/store/test_util.h"
 
@@ -213,6 +215,70 @@ TEST_F(EgressRepoTest, DeniedAndIgnoredNamesStayOutOfTheQueue) {
   absl::StatusOr<std::vector<EgressRequest>> all =
       repo_->ListRequests({.sandbox_id = std::string(kSandbox)});
   EXPECT_EQ(all->size(), 2u);
+}
+
+// A hostile guest makes up names and connections without end: its sandbox's queue stops at
+// the cap (the rest counted, not stored), its logs keep their newest rows (the rest counted),
+// and the other sandbox loses nothing. A second flood as big does not grow the file.
+TEST_F(EgressRepoTest, AGuestsFloodIsCappedInItsOwnSandboxAndCounted) {
+  EgressRepo repo(*db_, clock_.AsClock());  // the defaults aboxd runs with
+  EventRepo events(*db_, clock_.AsClock());
+  const int64_t queue_cap = repo.options().pending_per_sandbox;
+  const int64_t log_cap = repo.options().log_rows_per_sandbox;
+  for (int i = 0; i < 10; ++i) {
+    const std::string name = absl::StrCat("b", i, ".example.org");
+    ASSERT_TRUE(repo.RecordDenial(kOther, name, 443, "not allowed").ok());
+    ASSERT_TRUE(repo.AddConnection(Connection(name, kOther)).ok());
+    ASSERT_TRUE(events.Append(kOther, "egress_denied", {{"name", name}}).ok());
+  }
+  auto flood = [&](int round, int names, int rows) {
+    int64_t dropped = 0;
+    for (int i = 0; i < names; ++i) {
+      auto outcome = repo.RecordDenial(kSandbox, absl::StrCat("x", round, "-", i, ".exfil.example"),
+                                       443, "not allowed");
+      ASSERT_TRUE(outcome.ok()) << outcome.status();
+      dropped += outcome->dropped ? 1 : 0;
+    }
+    for (int i = 0; i < rows; ++i) {
+      ASSERT_TRUE(repo.AddConnection(Connection(absl::StrCat("r", i, ".example"))).ok());
+      ASSERT_TRUE(events.Append(kSandbox, "egress_denied", {{"i", i}}).ok());
+    }
+    EXPECT_EQ(dropped, round == 1 ? names - queue_cap : names);
+  };
+  auto file_size = [&] {
+    testing::ExecOrDie(*db_, "PRAGMA wal_checkpoint(TRUNCATE)");
+    return QueryInt(*db_, "SELECT page_count * page_size FROM pragma_page_count, pragma_page_size");
+  };
+
+  flood(1, 20000, 50000);
+  const int64_t after_one = file_size();
+  EXPECT_EQ(QueryInt(*db_, absl::StrCat("SELECT count(*) FROM egress_requests WHERE sandbox_id = '",
+                                        kSandbox, "'")),
+            queue_cap);
+  EXPECT_EQ(QueryInt(*db_, absl::StrCat("SELECT count(*) FROM egress_connections WHERE "
+                                        "sandbox_id = '",
+                                        kSandbox, "'")),
+            log_cap);
+  absl::StatusOr<RetentionCounters> counters = repo.Counters(kSandbox);
+  ASSERT_TRUE(counters.ok()) << counters.status();
+  EXPECT_EQ(counters->queue_dropped, 20000 - queue_cap);
+  EXPECT_EQ(counters->connections_pruned, 50000 - log_cap);
+  EXPECT_EQ(counters->events_pruned, 50000 - events.options().retain);
+
+  flood(2, 5000, 12500);
+  EXPECT_EQ(repo.Counters(kSandbox)->queue_dropped, 25000 - queue_cap);
+  EXPECT_EQ(repo.Counters(kSandbox)->connections_pruned, 62500 - log_cap);
+  // Freed pages are reused: the second flood leaves the file where the first did.
+  EXPECT_LE(file_size(), after_one + after_one / 10);
+
+  // The other sandbox's ten records, all of them, and nothing counted against it.
+  absl::StatusOr<std::vector<EgressRequest>> theirs =
+      repo.ListRequests({.sandbox_id = std::string(kOther)});
+  ASSERT_TRUE(theirs.ok());
+  EXPECT_EQ(theirs->size(), 10u);
+  EXPECT_EQ(repo.ListConnections(kOther, 100)->size(), 10u);
+  EXPECT_EQ(*events.Count(kOther), 10);
+  EXPECT_EQ(*repo.Counters(kOther), RetentionCounters{});
 }
 
 TEST_F(EgressRepoTest, RequestStatesHaveStableNames) {

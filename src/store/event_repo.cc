@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/base/status_macros.h"
 #include "src/store/column_codec.h"
+#include "src/store/retention_counters.h"
 
 namespace abox::store {
 namespace {
@@ -58,9 +59,38 @@ absl::StatusOr<int64_t> EventRepo::Append(absl::string_view sandbox_id, absl::st
   const int64_t seq = insert.ColumnInt64(0);
   ABOX_RETURN_IF_ERROR(insert.Run());
 
-  ABOX_ASSIGN_OR_RETURN(Statement prune, connection.Prepare("DELETE FROM events WHERE seq <= ?"));
-  ABOX_RETURN_IF_ERROR(prune.BindInt64(1, seq - options_.retain));
-  ABOX_RETURN_IF_ERROR(prune.Run());
+  // Each scope (a sandbox; the daemon-wide events) keeps its newest `retain`: a guest flooding
+  // events (egress refusals) prunes only its own sandbox's, counted in its events_pruned.
+  ABOX_RETURN_IF_ERROR(
+      KeepNewest(connection, RetainedTable::kEvents, sandbox_id, options_.retain).status());
+  if (type == event_type::kRemoved) {
+    // Removed sandboxes' events outlive them, but not without end: together they keep the
+    // newest `retain` (the one removed now keeps its own until the next removal).
+    ABOX_ASSIGN_OR_RETURN(
+        Statement gone,
+        connection.Prepare("DELETE FROM events WHERE seq IN (SELECT seq FROM events "
+                           "WHERE sandbox_id IS NOT NULL AND sandbox_id != ? AND sandbox_id "
+                           "NOT IN (SELECT id FROM sandboxes) ORDER BY seq DESC "
+                           "LIMIT -1 OFFSET ?) RETURNING seq"));
+    ABOX_RETURN_IF_ERROR(gone.BindText(1, sandbox_id));
+    ABOX_RETURN_IF_ERROR(gone.BindInt64(2, options_.retain));
+    int64_t through = 0;
+    for (;;) {
+      ABOX_ASSIGN_OR_RETURN(bool row, gone.Step());
+      if (!row) {
+        break;
+      }
+      through = std::max(through, gone.ColumnInt64(0));
+    }
+    if (through > 0) {
+      ABOX_RETURN_IF_ERROR(NoteEventsPrunedThrough(connection, sandbox_id, through));
+      // Their kept counts follow, so that a late event of one prunes from the true count.
+      ABOX_RETURN_IF_ERROR(connection.Execute(
+          "UPDATE retention_counters SET events_kept = (SELECT count(*) FROM events e "
+          "WHERE e.sandbox_id = retention_counters.sandbox_id) WHERE sandbox_id != '' AND "
+          "sandbox_id NOT IN (SELECT id FROM sandboxes)"));
+    }
+  }
   ABOX_RETURN_IF_ERROR(transaction.Commit());
   return seq;
 }
@@ -109,7 +139,10 @@ absl::StatusOr<EventBatch> EventRepo::Since(int64_t after_seq, int limit) {
     ABOX_ASSIGN_OR_RETURN(int64_t last, ReadLastSeq(connection));
     first_kept = last + 1;
   }
-  batch.missed = after_seq + 1 < first_kept;
+  // Retention is per sandbox, so gaps can be anywhere: any event after `after_seq` pruned
+  // means missed (and a gap before the oldest kept one, from before the counters existed).
+  ABOX_ASSIGN_OR_RETURN(int64_t pruned_through, EventsPrunedThrough(connection));
+  batch.missed = after_seq + 1 < first_kept || after_seq < pruned_through;
   ABOX_RETURN_IF_ERROR(read.Commit());
   return batch;
 }
@@ -117,6 +150,19 @@ absl::StatusOr<EventBatch> EventRepo::Since(int64_t after_seq, int limit) {
 absl::StatusOr<int64_t> EventRepo::LastSeq() {
   Connection connection = db_->Lock();
   return ReadLastSeq(connection);
+}
+
+absl::StatusOr<int64_t> EventRepo::Count(absl::string_view sandbox_id) {
+  Connection connection = db_->Lock();
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare("SELECT count(*) FROM events WHERE sandbox_id IS ?"));
+  if (sandbox_id.empty()) {
+    ABOX_RETURN_IF_ERROR(stmt.BindNull(1));
+  } else {
+    ABOX_RETURN_IF_ERROR(stmt.BindText(1, sandbox_id));
+  }
+  ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  return row ? stmt.ColumnInt64(0) : 0;
 }
 
 }  // namespace abox::store

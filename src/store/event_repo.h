@@ -38,13 +38,16 @@ struct Event {
 
 struct EventBatch {
   std::vector<Event> events;  // oldest first
-  // Events after the requested seq were dropped by retention before they could be read: the
-  // reader should resynchronise (e.g. re-list sandboxes).
+  // Events after the requested seq (of any scope) were dropped by retention before they could
+  // be read: the reader should resynchronise (e.g. re-list sandboxes).
   bool missed = false;
 };
 
 struct EventRepoOptions {
-  // Events kept; older ones are deleted as new ones arrive. Values below 1 count as 1.
+  // Events kept per sandbox, and separately for the daemon-wide ones: a scope's older ones are
+  // deleted as its new ones arrive (counted in its events_pruned, see retention_counters.h),
+  // so one sandbox's flood never pushes out another's. The events of removed sandboxes keep
+  // the newest `retain` together. Values below 1 count as 1.
   int64_t retain = 10000;
 };
 
@@ -67,6 +70,10 @@ class EventRepo final {
 
   // The seq of the newest event ever recorded (0 if none): where a live stream starts.
   [[nodiscard]] absl::StatusOr<int64_t> LastSeq();
+
+  [[nodiscard]] const EventRepoOptions& options() const { return options_; }
+  // Events kept for a sandbox ('' for the daemon-wide ones).
+  [[nodiscard]] absl::StatusOr<int64_t> Count(absl::string_view sandbox_id);
 
  private:
   Database* db_;

@@ -3,8 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/store/retention_counters.h"
 #include "src/store/sandbox_repo.h"
 #include "src/store/test_util.h"
 
@@ -99,6 +101,60 @@ TEST_F(EventRepoTest, RetentionKeepsTheNewestAndReportsMissedEvents) {
   EXPECT_THAT(Seqs(*caught_up), ElementsAre(5, 6, 7));
   EXPECT_FALSE(caught_up->missed);
   EXPECT_EQ(*repo_->LastSeq(), 7);
+}
+
+// Retention is per sandbox: a sandbox appending without end prunes only its own events (and
+// counts them); another sandbox's and the daemon-wide ones stay, and a reader whose position
+// fell in the pruned range is told it missed events.
+TEST_F(EventRepoTest, OneSandboxsFloodNeverPrunesAnothersOrTheDaemonsEvents) {
+  MakeRepo({.retain = 5});
+  ASSERT_TRUE(repo_->Append("", "daemon_started", json::object()).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(repo_->Append("ba9876543210", event_type::kReady, json::object()).ok());
+  }
+  for (int i = 0; i < 100; ++i) {
+    AppendOrDie("egress_denied");
+  }
+  EXPECT_EQ(*repo_->Count("0123456789ab"), 5);
+  EXPECT_EQ(*repo_->Count("ba9876543210"), 3);
+  EXPECT_EQ(*repo_->Count(""), 1);
+  auto all = repo_->Since(0, 100);
+  ASSERT_TRUE(all.ok());
+  EXPECT_THAT(Seqs(*all), ElementsAre(1, 2, 3, 4, 100, 101, 102, 103, 104));
+  EXPECT_TRUE(all->missed);  // 5..99 are gone, though 1..4 are kept
+  EXPECT_FALSE(repo_->Since(99, 100)->missed);
+  Connection connection = db_->Lock();
+  absl::StatusOr<RetentionCounters> counters = ReadRetentionCounters(connection, "0123456789ab");
+  ASSERT_TRUE(counters.ok());
+  EXPECT_EQ(counters->events_pruned, 95);
+  EXPECT_EQ(ReadRetentionCounters(connection, "ba9876543210")->events_pruned, 0);
+}
+
+// Events outlive their sandbox, but removed sandboxes together keep only the newest `retain`,
+// so creating and removing sandboxes does not grow the table without end.
+TEST_F(EventRepoTest, RemovedSandboxesKeepTheNewestEventsTogether) {
+  MakeRepo({.retain = 4});
+  SandboxRepo sandboxes(*db_, clock_.AsClock());
+  SandboxRecord live;
+  live.id = "ffffffffffff";
+  live.image = "default";
+  ASSERT_TRUE(sandboxes.Insert(live).ok());
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(repo_->Append(live.id, event_type::kReady, json::object()).ok());
+  }
+  for (int n = 0; n < 20; ++n) {
+    std::string id = absl::StrCat("00000000", absl::Hex(n, absl::kZeroPad4));
+    ASSERT_TRUE(repo_->Append(id, event_type::kCreated, json::object()).ok());
+    ASSERT_TRUE(repo_->Append(id, event_type::kRemoved, json::object()).ok());
+  }
+  // The last removed sandbox's 2 events, and the newest 4 of the others'.
+  EXPECT_EQ(QueryInt(*db_, "SELECT count(*) FROM events WHERE sandbox_id != 'ffffffffffff'"), 6);
+  EXPECT_EQ(*repo_->Count(live.id), 4) << "a live sandbox's events were pruned";
+  EXPECT_TRUE(repo_->Since(0, 100)->missed);
+  // A late event of a removed sandbox whose events were pruned prunes from the true count.
+  ASSERT_TRUE(repo_->Append("000000000000", "egress_denied", json::object()).ok());
+  EXPECT_EQ(*repo_->Count("000000000000"), 1);
+  EXPECT_EQ(*repo_->Count("000000000013"), 2);
 }
 
 TEST_F(EventRepoTest, SeqsAreNeverReusedAcrossRestarts) {

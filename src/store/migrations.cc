@@ -151,9 +151,39 @@ CREATE TABLE egress_ignored (
 ) STRICT;
 )sql";
 
+// Retention per sandbox (hardening, issue 11): what each sandbox lost to its caps, so a
+// guest's flood is counted where it happened and never pushes out another sandbox's records.
+// No foreign key: a sandbox's events (and so their counters) outlive it. sandbox_id '' is the
+// daemon-wide events.
+constexpr char kSchemaV3[] = R"sql(
+CREATE TABLE retention_counters (
+  sandbox_id TEXT PRIMARY KEY NOT NULL,
+  queue_dropped INTEGER NOT NULL DEFAULT 0 CHECK (queue_dropped >= 0),   -- names not queued
+  connections_pruned INTEGER NOT NULL DEFAULT 0 CHECK (connections_pruned >= 0),
+  dns_pruned INTEGER NOT NULL DEFAULT 0 CHECK (dns_pruned >= 0),
+  events_pruned INTEGER NOT NULL DEFAULT 0 CHECK (events_pruned >= 0),
+  events_pruned_through INTEGER NOT NULL DEFAULT 0,  -- the newest event seq pruned
+  -- Rows kept now, so that keeping the newest N costs one index step per insert, not N.
+  connections_kept INTEGER NOT NULL DEFAULT 0,
+  dns_kept INTEGER NOT NULL DEFAULT 0,
+  events_kept INTEGER NOT NULL DEFAULT 0
+) STRICT;
+INSERT INTO retention_counters (sandbox_id) SELECT DISTINCT coalesce(sandbox_id, '') FROM events
+  UNION SELECT sandbox_id FROM egress_connections UNION SELECT sandbox_id FROM egress_dns;
+UPDATE retention_counters SET
+  connections_kept = (SELECT count(*) FROM egress_connections c
+                      WHERE c.sandbox_id = retention_counters.sandbox_id),
+  dns_kept = (SELECT count(*) FROM egress_dns d WHERE d.sandbox_id = retention_counters.sandbox_id),
+  events_kept = (SELECT count(*) FROM events e
+                 WHERE coalesce(e.sandbox_id, '') = retention_counters.sandbox_id);
+CREATE INDEX events_by_sandbox ON events (sandbox_id, seq);
+CREATE INDEX egress_requests_by_sandbox_state ON egress_requests (sandbox_id, state);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "sandboxes, execs with bounded output, events", kSchemaV1},
     {2, "egress policies, connection and DNS logs, ask-to-allow requests", kSchemaV2},
+    {3, "per-sandbox retention counters, events and requests indexed by sandbox", kSchemaV3},
 };
 
 absl::StatusOr<int> ReadVersion(Connection& connection) {

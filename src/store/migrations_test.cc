@@ -64,6 +64,37 @@ TEST(MigrationsTest, ReopeningAMigratedDatabaseIsANoOp) {
   EXPECT_EQ(QueryInt(**db, "SELECT count(*) FROM sandboxes"), 1);
 }
 
+// A database written before per-sandbox retention (schema 2) keeps its rows, and its counts
+// of kept rows start from what is there, so the next insert prunes to the cap at once.
+TEST(MigrationsTest, RetentionCountersStartFromTheRowsAnOlderDatabaseHolds) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(ApplyMigrations(*db, SchemaMigrations().first(2)).ok());
+  ExecOrDie(*db,
+            "INSERT INTO sandboxes (id, image, cpus, memory_mib, state, created_at) "
+            "VALUES ('0123456789ab', 'default', 1, 512, 'ready', 0)");
+  for (int i = 0; i < 5; ++i) {
+    ExecOrDie(*db,
+              "INSERT INTO egress_connections (sandbox_id, time, kind, port, verdict) "
+              "VALUES ('0123456789ab', 0, 'tls', 443, 'denied')");
+    ExecOrDie(*db, "INSERT INTO events (time, sandbox_id, type) VALUES (0, '0123456789ab', 'x')");
+  }
+  ExecOrDie(*db, "INSERT INTO events (time, sandbox_id, type) VALUES (0, NULL, 'daemon')");
+  ASSERT_TRUE(Migrate(*db).ok());
+  EXPECT_EQ(*SchemaVersion(*db), LatestSchemaVersion());
+  EXPECT_EQ(QueryInt(*db,
+                     "SELECT connections_kept FROM retention_counters "
+                     "WHERE sandbox_id = '0123456789ab'"),
+            5);
+  EXPECT_EQ(QueryInt(*db,
+                     "SELECT events_kept FROM retention_counters "
+                     "WHERE sandbox_id = '0123456789ab'"),
+            5);
+  EXPECT_EQ(QueryInt(*db, "SELECT events_kept FROM retention_counters WHERE sandbox_id = ''"), 1);
+  EXPECT_EQ(QueryInt(*db, "SELECT count(*) FROM egress_connections"), 5);
+}
+
 TEST(MigrationsTest, AppliesOnlyTheNewMigrations) {
   TempDir tmp;
   auto db = OpenDatabaseOrDie(tmp.file("state.db"));

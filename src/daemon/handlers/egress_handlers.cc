@@ -131,6 +131,14 @@ nlohmann::json DnsJson(const store::EgressDnsRow& d) {
           {"via_override", d.via_override}};
 }
 
+// What a sandbox lost to its caps: names refused but not queued, log rows and events pruned.
+nlohmann::json DroppedJson(const store::RetentionCounters& c) {
+  return {{"queue", c.queue_dropped},
+          {"connections", c.connections_pruned},
+          {"dns", c.dns_pruned},
+          {"events", c.events_pruned}};
+}
+
 using JsonFn = std::function<absl::StatusOr<nlohmann::json>(Request&)>;
 
 // A blocking route answering 200 with what `fn` returns (or its error).
@@ -256,28 +264,31 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
         return j;
       }));
 
-  ABOX_RETURN_IF_ERROR(
-      AddJsonRoute(router, svc, "GET", "/v1/sandboxes/{id}/egress/log",
-                   [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
-                     ABOX_RETURN_IF_ERROR(CheckQuery(req, {"limit"}));
-                     ABOX_ASSIGN_OR_RETURN(
-                         int64_t limit, QueryInt(req, "limit", kDefaultLogLimit, 1, kMaxLogLimit));
-                     ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
-                     ABOX_ASSIGN_OR_RETURN(std::vector<store::EgressConnectionRow> connections,
-                                           svc->egress->Connections(id, static_cast<int>(limit)));
-                     ABOX_ASSIGN_OR_RETURN(std::vector<store::EgressDnsRow> lookups,
-                                           svc->egress->Lookups(id, static_cast<int>(limit)));
-                     nlohmann::json c = nlohmann::json::array();
-                     for (const auto& row : connections) {
-                       c.push_back(ConnectionJson(row));
-                     }
-                     nlohmann::json d = nlohmann::json::array();
-                     for (const auto& row : lookups) {
-                       d.push_back(DnsJson(row));
-                     }
-                     return nlohmann::json{
-                         {"sandbox", id}, {"connections", std::move(c)}, {"dns", std::move(d)}};
-                   }));
+  ABOX_RETURN_IF_ERROR(AddJsonRoute(
+      router, svc, "GET", "/v1/sandboxes/{id}/egress/log",
+      [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
+        ABOX_RETURN_IF_ERROR(CheckQuery(req, {"limit"}));
+        ABOX_ASSIGN_OR_RETURN(int64_t limit,
+                              QueryInt(req, "limit", kDefaultLogLimit, 1, kMaxLogLimit));
+        ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
+        ABOX_ASSIGN_OR_RETURN(std::vector<store::EgressConnectionRow> connections,
+                              svc->egress->Connections(id, static_cast<int>(limit)));
+        ABOX_ASSIGN_OR_RETURN(std::vector<store::EgressDnsRow> lookups,
+                              svc->egress->Lookups(id, static_cast<int>(limit)));
+        nlohmann::json c = nlohmann::json::array();
+        for (const auto& row : connections) {
+          c.push_back(ConnectionJson(row));
+        }
+        nlohmann::json d = nlohmann::json::array();
+        for (const auto& row : lookups) {
+          d.push_back(DnsJson(row));
+        }
+        ABOX_ASSIGN_OR_RETURN(store::RetentionCounters dropped, svc->egress->Dropped(id));
+        return nlohmann::json{{"sandbox", id},
+                              {"connections", std::move(c)},
+                              {"dns", std::move(d)},
+                              {"dropped", DroppedJson(dropped)}};
+      }));
 
   ABOX_RETURN_IF_ERROR(
       AddJsonRoute(router, svc, "GET", "/v1/egress/queue",
@@ -298,7 +309,16 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
                      for (const auto& r : requests) {
                        list.push_back(RequestJson(r));
                      }
-                     return nlohmann::json{{"requests", std::move(list)}};
+                     ABOX_ASSIGN_OR_RETURN(auto dropped, svc->egress->QueueDropped());
+                     nlohmann::json full = nlohmann::json::array();
+                     for (const auto& [sandbox, count] : dropped) {
+                       if (!filter.sandbox_id || *filter.sandbox_id == sandbox) {
+                         full.push_back({{"sandbox", sandbox}, {"dropped", count}});
+                       }
+                     }
+                     return nlohmann::json{{"requests", std::move(list)},
+                                           {"queue_cap", svc->egress->queue_cap()},
+                                           {"queue_full", std::move(full)}};
                    }));
 
   ABOX_RETURN_IF_ERROR(AddJsonRoute(
