@@ -339,7 +339,8 @@ absl::Status SandboxManager::SyncWorkspace(const std::string& id, runtime::Sandb
   if (deps_.workspaces == nullptr || !deps_.workspaces->Has(id)) {
     return absl::OkStatus();
   }
-  runtime::AgentGuestTools tools(sandbox.agent(), options_.guest_tool_path);
+  runtime::AgentGuestTools tools(sandbox.agent(), options_.guest_tool_path,
+                                 options_.guest_tool_deadline, id);
   std::unique_ptr<workspace::GuestTools> wrapped =
       options_.wrap_guest_tools ? options_.wrap_guest_tools(tools) : nullptr;
   return deps_.workspaces->Sync(id, wrapped ? *wrapped : tools).status();
@@ -351,12 +352,20 @@ absl::Status SandboxManager::WithGuestTools(
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, deps_.sandboxes->Resolve(ref));
   std::shared_ptr<Entry> entry = FindEntry(record.id);
   runtime::Sandbox* sandbox = nullptr;
+  bool busy = false;
   if (entry != nullptr) {
     std::lock_guard lock(entry->mu);
-    if (!entry->stopping && entry->sandbox != nullptr) {
+    busy = entry->guest_tool_users >= options_.max_guest_operations_per_sandbox;
+    if (!entry->stopping && entry->sandbox != nullptr && !busy) {
       sandbox = entry->sandbox.get();
       ++entry->guest_tool_users;
     }
+  }
+  if (busy) {
+    return absl::AbortedError(absl::StrCat(
+        "sandbox ", record.id, " already has ", options_.max_guest_operations_per_sandbox,
+        " workspace operations in flight (sync, diff, apply, pull or an exec's sync): retry when "
+        "they finish (each guest tool ends within its deadline), or stop the sandbox"));
   }
   if (sandbox == nullptr) {
     return absl::FailedPreconditionError(
@@ -367,7 +376,8 @@ absl::Status SandboxManager::WithGuestTools(
     --entry->guest_tool_users;
     entry->tools_idle.notify_all();
   };
-  runtime::AgentGuestTools tools(sandbox->agent(), options_.guest_tool_path);
+  runtime::AgentGuestTools tools(sandbox->agent(), options_.guest_tool_path,
+                                 options_.guest_tool_deadline, record.id);
   std::unique_ptr<workspace::GuestTools> wrapped =
       options_.wrap_guest_tools ? options_.wrap_guest_tools(tools) : nullptr;
   return fn(record, wrapped ? *wrapped : tools);

@@ -42,6 +42,13 @@ struct ManagerOptions {
   // The agent binary in the guest that runs the workspace tools (tests with a fake VMM, whose
   // guest is this host, pass the built abox-guest).
   std::string guest_tool_path = runtime::kGuestAgentPath;
+  // How long each guest workspace tool (ws manifest / unpack / pack) may run before it is
+  // killed and its operation fails (see runtime::GuestToolDeadline).
+  runtime::GuestToolDeadline guest_tool_deadline;
+  // Workspace operations (sync, diff, apply, pull, an exec's sync) one sandbox may have in
+  // flight; more are refused at once, so a guest that stalls them holds at most this many of
+  // the daemon's blocking workers and other sandboxes' stop, rm and exec still get one.
+  int max_guest_operations_per_sandbox = 2;
   // Tests: stands in for the workspace tools of every workspace operation (a hostile guest's
   // crafted manifests and packs), given the real ones; null, or a null result: the real ones.
   std::function<std::unique_ptr<workspace::GuestTools>(workspace::GuestTools& real)>
