@@ -143,6 +143,7 @@ absl::StatusOr<int> CollectRunLeftovers(const std::filesystem::path& home) {
     return absl::InternalError(absl::StrCat("cannot list ", tmp.string(), ": ", ec.message()));
   }
   int removed = 0;
+  absl::Status first_error;  // one bad entry does not keep the others
   for (const std::string& id : ids) {
     std::string dir = (tmp / absl::StrCat(kRunCopyPrefix, id)).string();
     std::string lock_path = absl::StrCat(dir, kLockSuffix);
@@ -150,12 +151,21 @@ absl::StatusOr<int> CollectRunLeftovers(const std::filesystem::path& home) {
     if (absl::IsUnavailable(lock.status())) {
       continue;  // its run is alive
     }
-    ABOX_RETURN_IF_ERROR(lock.status());
     bool had_copy = std::filesystem::exists(std::filesystem::symlink_status(dir, ec));
-    ABOX_RETURN_IF_ERROR(base::RemoveUnder(home, dir));
-    ABOX_RETURN_IF_ERROR(base::RemoveFileUnder(home, lock_path));
+    absl::Status s = lock.status();
+    if (s.ok()) {
+      s = base::RemoveUnder(home, dir);
+    }
+    if (s.ok()) {
+      s = base::RemoveFileUnder(home, lock_path);
+    }
+    if (!s.ok()) {
+      first_error.Update(s);
+      continue;
+    }
     removed += had_copy ? 1 : 0;
   }
+  ABOX_RETURN_IF_ERROR(first_error);
   return removed;
 }
 
