@@ -350,6 +350,14 @@ absl::Status SandboxManager::WithGuestTools(
     absl::string_view ref,
     const std::function<absl::Status(const store::SandboxRecord&, workspace::GuestTools&)>& fn) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, deps_.sandboxes->Resolve(ref));
+  if (guest_operations_.fetch_add(1) >= options_.max_guest_operations) {
+    guest_operations_.fetch_sub(1);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "aboxd already runs ", options_.max_guest_operations,
+        " workspace operations, the most it runs at once (so that stop, rm and exec always find "
+        "a worker): retry in a moment (each guest tool ends within its deadline)"));
+  }
+  absl::Cleanup counted = [&] { guest_operations_.fetch_sub(1); };
   std::shared_ptr<Entry> entry = FindEntry(record.id);
   runtime::Sandbox* sandbox = nullptr;
   bool busy = false;

@@ -742,6 +742,63 @@ TEST_F(GuestDeadlineTest, AStuckGuestToolFailsItsOperationAndNeverStallsAnotherS
   KillSleepers(mark);
 }
 
+TEST_F(GuestDeadlineTest, StalledGuestsInSeveralSandboxesStillLeaveWorkersForOthers) {
+  std::vector<std::string> hostile;
+  for (int i = 0; i < 4; ++i) {
+    hostile.push_back(Create());
+  }
+  Response plain = Call("POST", "/v1/sandboxes", "{}");
+  ASSERT_EQ(plain.status, 201) << plain.body;
+  std::string b = plain.Json().value("id", "");
+  const std::string mark = absl::StrCat(700000 + ::getpid() % 99999);
+  UseTool(WriteStuckTool(tmp_.path(), "manifest", mark));
+
+  // 4 sandboxes x 2 operations each would be all 8 workers without the daemon-wide cap.
+  constexpr int kStuck = 12;
+  std::atomic<int> ended{0};
+  std::vector<Response> results(kStuck);
+  std::vector<std::thread> stuck;
+  for (int i = 0; i < kStuck; ++i) {
+    stuck.emplace_back([&, i] {
+      std::unique_ptr<HttpTestClient> c = daemon_->Connect();
+      absl::StatusOr<Response> r =
+          c->Request("GET", absl::StrCat("/v1/sandboxes/", hostile[i % 4], "/diff"));
+      if (r.ok()) {
+        results[i] = *r;
+      }
+      if (results[i].status == 504) {
+        ++ended;
+      }
+    });
+  }
+  for (int i = 0; i < 200 && SleepersWith(mark) < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(SleepersWith(mark), 4) << "each hostile sandbox holds its guest tools";
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rest queue up
+
+  Response exec = Post(b, "execs", {{"argv", {"echo", "from-b"}}});
+  EXPECT_EQ(exec.status, 201) << exec.body;
+  EXPECT_EQ(Call("POST", absl::StrCat("/v1/sandboxes/", b, "/stop")).status, 200);
+  EXPECT_EQ(Call("DELETE", absl::StrCat("/v1/sandboxes/", b)).status, 204);
+  EXPECT_EQ(ended.load(), 0) << "B waited for the hostile sandboxes' stuck guest tools";
+
+  for (std::thread& t : stuck) {
+    t.join();
+  }
+  int timed_out = 0;
+  for (const Response& r : results) {
+    EXPECT_TRUE(r.status == 504 || r.status == 409 || r.status == 429) << r.status << r.body;
+    if (r.status == 429) {
+      EXPECT_THAT(r.body, HasSubstr("the most it runs at once"));
+    }
+    timed_out += r.status == 504 ? 1 : 0;
+  }
+  EXPECT_GE(timed_out, 4);
+  KillSleepers(mark);
+  daemon_->set_guest_tools_wrapper(nullptr);
+}
+
 TEST_F(GuestDeadlineTest, AToolThatNeverReadsUnpackFailsTheSyncAndStopDoesNotWaitForIt) {
   std::string a = Create();
   const std::string mark = absl::StrCat(800000 + ::getpid() % 99999);
