@@ -122,8 +122,13 @@ absl::Status AgentGuestTools::Run(const std::vector<std::string>& args, const In
   absl::Status input_status;
   if (input) {
     input_status = input([&](absl::string_view data) {
-      ABOX_RETURN_IF_ERROR(exec->WriteStdin(data));
-      watchdog->Progress(data.size());
+      // In slices, so a big honest write earns its time as it goes.
+      while (!data.empty()) {
+        absl::string_view slice = data.substr(0, 1 << 20);
+        ABOX_RETURN_IF_ERROR(exec->WriteStdin(slice));
+        watchdog->Progress(slice.size());
+        data.remove_prefix(slice.size());
+      }
       return absl::OkStatus();
     });
     exec->CloseStdin();
