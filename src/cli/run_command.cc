@@ -1,16 +1,21 @@
 #include "src/cli/run_command.h"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "src/base/fenced_remove.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
@@ -33,15 +38,64 @@ std::optional<proto::PtySize> PtySize() {
   return proto::PtySize{size->rows, size->cols};
 }
 
+constexpr char kRunCopyPrefix[] = "run-workspace-";
+constexpr char kLockSuffix[] = ".lock";
+
+// Takes the exclusive flock on `lock_path` (creating the file), waiting for it or not. A lock
+// is only good while the file is still at its path: a collector unlinks the lock file of a copy
+// it removed, so a lock taken on a file unlinked meanwhile is dropped and taken again.
+// kUnavailable (with `wait` false) when another process holds it.
+absl::StatusOr<base::UniqueFd> LockRunCopy(const std::string& lock_path, bool wait) {
+  for (;;) {
+    base::UniqueFd fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!fd) {
+      return base::ErrnoError(absl::StrCat("open(", lock_path, ")"));
+    }
+    int r;
+    do {
+      r = ::flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB));
+    } while (r != 0 && errno == EINTR);
+    if (r != 0) {
+      if (errno == EWOULDBLOCK) {
+        return absl::UnavailableError(absl::StrCat(lock_path, " is held by a running abox run"));
+      }
+      return base::ErrnoError(absl::StrCat("flock(", lock_path, ")"));
+    }
+    struct stat held = {};
+    struct stat at_path = {};
+    if (::fstat(fd.get(), &held) != 0) {
+      return base::ErrnoError(absl::StrCat("fstat(", lock_path, ")"));
+    }
+    if (::lstat(lock_path.c_str(), &at_path) == 0 && at_path.st_dev == held.st_dev &&
+        at_path.st_ino == held.st_ino) {
+      return fd;
+    }
+  }
+}
+
 // `abox run -w`: one sync into the fresh VM, from a throwaway state dir (no base is kept: the
-// VM and its copy go away with the command).
+// VM and its copy go away with the command). The copy is $ABOX_HOME/tmp/run-workspace-<id>/,
+// beside run-workspace-<id>.lock, which this run holds while the copy exists: when the run is
+// killed the kernel drops the lock and the next `abox run` removes the copy
+// (CollectRunLeftovers).
 absl::Status SyncOnce(runtime::Sandbox& sandbox, const workspace::Binding& binding) {
   ABOX_ASSIGN_OR_RETURN(workspace::Binding checked, workspace::ValidateBinding(binding));
   ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
   std::string dir = absl::StrCat(paths.home.string(), "/tmp");
   (void)::mkdir(dir.c_str(), 0700);
-  dir = absl::StrCat(dir, "/run-workspace-", sandbox.id());
-  absl::Cleanup cleanup = [&] { (void)base::RemoveUnder(paths.home, dir); };
+  dir = absl::StrCat(dir, "/", kRunCopyPrefix, sandbox.id());
+  std::string lock_path = absl::StrCat(dir, kLockSuffix);
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd lock, LockRunCopy(lock_path, /*wait=*/true));
+  absl::Cleanup cleanup = [&] {
+    if (absl::Status s = base::RemoveUnder(paths.home, dir); !s.ok()) {
+      std::fprintf(stderr,
+                   "abox: could not remove the workspace copy %s: %s (the next abox run "
+                   "tries again)\n",
+                   dir.c_str(), std::string(s.message()).c_str());
+      return;  // the lock file stays, so the next run knows the copy is garbage
+    }
+    (void)base::RemoveFileUnder(paths.home, lock_path);
+  };
   ABOX_ASSIGN_OR_RETURN(std::unique_ptr<workspace::WorkspaceState> state,
                         workspace::WorkspaceState::Create(dir, checked));
   runtime::AgentGuestTools tools(sandbox.agent());
@@ -70,10 +124,65 @@ absl::Status SyncOnce(runtime::Sandbox& sandbox, const workspace::Binding& bindi
 
 }  // namespace
 
+absl::StatusOr<int> CollectRunLeftovers(const std::filesystem::path& home) {
+  std::filesystem::path tmp = home / "tmp";
+  std::set<std::string> ids;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(tmp, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::string filename = it->path().filename().string();
+    absl::string_view name = filename;
+    if (absl::ConsumePrefix(&name, kRunCopyPrefix)) {
+      absl::ConsumeSuffix(&name, kLockSuffix);
+      if (!name.empty()) {
+        ids.emplace(name);
+      }
+    }
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return absl::InternalError(absl::StrCat("cannot list ", tmp.string(), ": ", ec.message()));
+  }
+  int removed = 0;
+  absl::Status first_error;  // one bad entry does not keep the others
+  for (const std::string& id : ids) {
+    std::string dir = (tmp / absl::StrCat(kRunCopyPrefix, id)).string();
+    std::string lock_path = absl::StrCat(dir, kLockSuffix);
+    absl::StatusOr<base::UniqueFd> lock = LockRunCopy(lock_path, /*wait=*/false);
+    if (absl::IsUnavailable(lock.status())) {
+      continue;  // its run is alive
+    }
+    bool had_copy = std::filesystem::exists(std::filesystem::symlink_status(dir, ec));
+    absl::Status s = lock.status();
+    if (s.ok()) {
+      s = base::RemoveUnder(home, dir);
+    }
+    if (s.ok()) {
+      s = base::RemoveFileUnder(home, lock_path);
+    }
+    if (!s.ok()) {
+      first_error.Update(s);
+      continue;
+    }
+    removed += had_copy ? 1 : 0;
+  }
+  ABOX_RETURN_IF_ERROR(first_error);
+  return removed;
+}
+
 int RunInFreshVm(const RunOptions& options) {
   // Block the signals we handle before any thread starts, so only sigwait() sees them.
   BlockHandledSignals();
   ::signal(SIGPIPE, SIG_IGN);
+
+  // What killed runs left behind (their lock is gone with them).
+  if (absl::StatusOr<image::Paths> paths = image::ResolvePaths(); paths.ok()) {
+    if (absl::StatusOr<int> removed = CollectRunLeftovers(paths->home); !removed.ok()) {
+      std::fprintf(stderr,
+                   "abox: warning: cannot remove the workspace copy of a killed run: %s (remove "
+                   "it by hand under %s/tmp)\n",
+                   std::string(removed.status().message()).c_str(), paths->home.c_str());
+    }
+  }
 
   auto vmm = runtime::CreateDefaultVmm();
   if (!vmm.ok()) {

@@ -340,7 +340,8 @@ absl::Status SandboxManager::SyncWorkspace(const std::string& id, runtime::Sandb
   if (deps_.workspaces == nullptr || !deps_.workspaces->Has(id)) {
     return absl::OkStatus();
   }
-  runtime::AgentGuestTools tools(sandbox.agent(), options_.guest_tool_path);
+  runtime::AgentGuestTools tools(sandbox.agent(), options_.guest_tool_path,
+                                 options_.guest_tool_deadline, id);
   std::unique_ptr<workspace::GuestTools> wrapped =
       options_.wrap_guest_tools ? options_.wrap_guest_tools(tools) : nullptr;
   return deps_.workspaces->Sync(id, wrapped ? *wrapped : tools).status();
@@ -350,14 +351,30 @@ absl::Status SandboxManager::WithGuestTools(
     absl::string_view ref,
     const std::function<absl::Status(const store::SandboxRecord&, workspace::GuestTools&)>& fn) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, deps_.sandboxes->Resolve(ref));
+  if (guest_operations_.fetch_add(1) >= options_.max_guest_operations) {
+    guest_operations_.fetch_sub(1);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "aboxd already runs ", options_.max_guest_operations,
+        " workspace operations, the most it runs at once (so that stop, rm and exec always find "
+        "a worker): retry in a moment (each guest tool ends within its deadline)"));
+  }
+  absl::Cleanup counted = [&] { guest_operations_.fetch_sub(1); };
   std::shared_ptr<Entry> entry = FindEntry(record.id);
   runtime::Sandbox* sandbox = nullptr;
+  bool busy = false;
   if (entry != nullptr) {
     std::lock_guard lock(entry->mu);
-    if (!entry->stopping && entry->sandbox != nullptr) {
+    busy = entry->guest_tool_users >= options_.max_guest_operations_per_sandbox;
+    if (!entry->stopping && entry->sandbox != nullptr && !busy) {
       sandbox = entry->sandbox.get();
       ++entry->guest_tool_users;
     }
+  }
+  if (busy) {
+    return absl::AbortedError(absl::StrCat(
+        "sandbox ", record.id, " already has ", options_.max_guest_operations_per_sandbox,
+        " workspace operations in flight (sync, diff, apply, pull or an exec's sync): retry when "
+        "they finish (each guest tool ends within its deadline), or stop the sandbox"));
   }
   if (sandbox == nullptr) {
     return absl::FailedPreconditionError(
@@ -368,7 +385,8 @@ absl::Status SandboxManager::WithGuestTools(
     --entry->guest_tool_users;
     entry->tools_idle.notify_all();
   };
-  runtime::AgentGuestTools tools(sandbox->agent(), options_.guest_tool_path);
+  runtime::AgentGuestTools tools(sandbox->agent(), options_.guest_tool_path,
+                                 options_.guest_tool_deadline, record.id);
   std::unique_ptr<workspace::GuestTools> wrapped =
       options_.wrap_guest_tools ? options_.wrap_guest_tools(tools) : nullptr;
   return fn(record, wrapped ? *wrapped : tools);

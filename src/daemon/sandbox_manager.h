@@ -3,6 +3,7 @@
 // timeout passed. Request handlers are thin layers over this class.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -47,6 +48,16 @@ struct ManagerOptions {
   // The agent binary in the guest that runs the workspace tools (tests with a fake VMM, whose
   // guest is this host, pass the built abox-guest).
   std::string guest_tool_path = runtime::kGuestAgentPath;
+  // How long each guest workspace tool (ws manifest / unpack / pack) may run before it is
+  // killed and its operation fails (see runtime::GuestToolDeadline).
+  runtime::GuestToolDeadline guest_tool_deadline;
+  // Workspace operations (sync, diff, apply, pull, an exec's sync) one sandbox may have in
+  // flight; more are refused at once, so a guest that stalls them holds at most this many of
+  // the daemon's blocking workers and other sandboxes' stop, rm and exec still get one.
+  int max_guest_operations_per_sandbox = 2;
+  // Workspace operations of all sandboxes together; aboxd has 8 blocking workers, and this
+  // keeps 2 of them for stop, rm and exec even when several guests stall theirs.
+  int max_guest_operations = 6;
   // Tests: stands in for the workspace tools of every workspace operation (a hostile guest's
   // crafted manifests and packs), given the real ones; null, or a null result: the real ones.
   std::function<std::unique_ptr<workspace::GuestTools>(workspace::GuestTools& real)>
@@ -183,6 +194,7 @@ class SandboxManager final {
   ManagerOptions options_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Entry>> live_;
+  std::atomic<int> guest_operations_{0};  // WithGuestTools calls in flight, all sandboxes
   std::string last_accel_;
   bool detached_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

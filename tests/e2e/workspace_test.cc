@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -224,6 +225,70 @@ TEST_F(WorkspaceE2eTest, RunWithAWorkspace) {
   AboxResult bad = RunAbox(missing);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_THAT(bad.err, HasSubstr("/nonexistent/abox-dir"));
+}
+
+// The workspace copies `abox run -w` left in the home's tmp/.
+std::vector<std::string> RunCopies(const fs::path& home) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(home / "tmp", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    if (absl::StartsWith(it->path().filename().string(), "run-workspace-")) {
+      out.push_back(it->path().filename().string());
+    }
+  }
+  return out;
+}
+
+// Issue item 19: `abox run -w` SIGKILLed while it copies the workspace leaves its copy behind
+// (nothing can run in a killed process), and the next `abox run` removes it.
+TEST_F(WorkspaceE2eTest, KilledRunWorkspaceCopyIsRemovedByTheNextRun) {
+  fs::path big = fs::path(home_.path()) / "killed-run-tree";
+  std::mt19937 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    WriteAll(big / absl::StrCat("d", i % 29) / absl::StrCat("f", i, ".txt"),
+             std::string(100 + rng() % 4000, static_cast<char>('a' + i % 26)));
+  }
+  std::string blob(24 << 20, '\0');
+  for (char& c : blob) {
+    c = static_cast<char>(rng());
+  }
+  WriteAll(big / "blob.bin", blob);
+
+  AboxCall call;
+  call.args = {"run", "-w", big.string(), "--", "sleep", "100"};
+  call.env = home_.Env();
+  AboxResult killed_run;
+  std::thread runner([&] { killed_run = RunAbox(call); });
+  // Wait for the copy to exist, then SIGKILL the abox that makes it (found by its argv).
+  bool killed = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!killed && std::chrono::steady_clock::now() < deadline) {
+    if (!RunCopies(home_.path()).empty()) {
+      std::error_code ec;
+      for (pid_t pid : ProcessesMatching(big.string())) {
+        if (fs::read_symlink(absl::StrCat("/proc/", pid, "/exe"), ec) == fs::path(AboxBin())) {
+          killed = ::kill(pid, SIGKILL) == 0;
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  runner.join();
+  ASSERT_TRUE(killed) << "the copy never appeared: " << killed_run.err;
+  EXPECT_EQ(killed_run.exit_code, 128 + SIGKILL) << killed_run.err;
+  bool copy_left = false;
+  for (const std::string& name : RunCopies(home_.path())) {
+    copy_left |= fs::is_directory(fs::path(home_.path()) / "tmp" / name);
+  }
+  ASSERT_TRUE(copy_left) << "the killed run left no copy, so this test proves nothing";
+
+  AboxCall next;
+  next.args = {"run", "--", "true"};
+  next.env = home_.Env();
+  AboxResult r = RunAbox(next);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(RunCopies(home_.path()), ::testing::IsEmpty());
 }
 
 TEST_F(WorkspaceE2eTest, LargeTreeRoundTrip) {

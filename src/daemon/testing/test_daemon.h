@@ -73,6 +73,7 @@ class TestDaemon final {
     auto guest_tool = base::FindCompanionBinary("abox-guest", "ABOX_GUEST_BIN");
     ASSERT_TRUE(guest_tool.ok()) << guest_tool.status();
     options.guest_tool_path = *guest_tool;
+    options.guest_tool_deadline = guest_tool_deadline_;
     options.wrap_guest_tools = [this](workspace::GuestTools& real) {
       std::lock_guard lock(guest_tools_mu_);
       return wrap_guest_tools_ ? wrap_guest_tools_(real) : nullptr;
@@ -153,6 +154,10 @@ class TestDaemon final {
     std::lock_guard lock(guest_tools_mu_);
     wrap_guest_tools_ = std::move(wrap);
   }
+  // The guest tools' deadline from the next Start() on.
+  void set_guest_tool_deadline(runtime::GuestToolDeadline deadline) {
+    guest_tool_deadline_ = deadline;
+  }
   // Egress settings of the next Start() (e.g. a test resolver override).
   void set_egress_options(EgressServiceOptions options) { egress_options_ = std::move(options); }
   abox::testing::FakeVmm& vmm() { return *vmm_; }
@@ -178,6 +183,7 @@ class TestDaemon final {
   Services services_;
   std::unique_ptr<http::Server> server_;
   std::vector<std::pair<std::string, std::string>> routes_;
+  runtime::GuestToolDeadline guest_tool_deadline_;
   std::mutex guest_tools_mu_;
   std::function<std::unique_ptr<workspace::GuestTools>(workspace::GuestTools&)> wrap_guest_tools_;
 };
