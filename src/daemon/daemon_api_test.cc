@@ -40,12 +40,7 @@ class DaemonApiTest : public ::testing::Test {
   }
 
   Response Call(absl::string_view method, absl::string_view target, absl::string_view body = "") {
-    // Like the real client: a keep-alive connection the server closed while it sat idle
-    // (request_head_timeout) is replaced before the request, never retried after it.
-    pollfd idle{client_->fd(), POLLIN, 0};
-    if (::poll(&idle, 1, 0) == 1) {
-      client_ = daemon_->Connect();
-    }
+    daemon_->ReconnectIfClosed(client_);
     absl::StatusOr<Response> r = client_->Request(method, target, body);
     EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();
     return r.ok() ? *r : Response{};

@@ -60,6 +60,7 @@ class EgressApiTest : public ::testing::Test {
 
   Response Call(absl::string_view method, absl::string_view target,
                 const nlohmann::json& body = nullptr) {
+    daemon_->ReconnectIfClosed(client_);
     absl::StatusOr<Response> r =
         client_->Request(method, target, body.is_null() ? "" : body.dump());
     EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();

@@ -107,6 +107,7 @@ class WorkspaceApiTest : public ::testing::Test {
   }
 
   Response Call(absl::string_view method, absl::string_view target, absl::string_view body = "") {
+    daemon_->ReconnectIfClosed(client_);
     absl::StatusOr<Response> r = client_->Request(method, target, body);
     EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();
     return r.ok() ? *r : Response{};

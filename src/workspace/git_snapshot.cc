@@ -45,7 +45,6 @@ constexpr size_t kGitOutputLimit = size_t{1} << 30;
 constexpr size_t kHostFileLimit = size_t{64} << 20;
 constexpr size_t kReflogTotalLimit = size_t{512} << 20;
 constexpr size_t kMaxReported = 20;
-constexpr int kMaxRefDepth = 64;
 
 constexpr char kStateFile[] = "state.json";
 constexpr char kGitDir[] = ".git";

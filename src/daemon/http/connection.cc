@@ -38,7 +38,11 @@ Connection::Connection(ServerCore& core, Socket socket, Peer peer)
       peer_(peer),
       read_timer_(socket_.get_executor()),
       write_timer_(socket_.get_executor()),
-      keepalive_timer_(socket_.get_executor()) {}
+      keepalive_timer_(socket_.get_executor()) {
+  // A new connection awaits its first request from the start, before its first read runs: in a
+  // burst of accepts, the ones not yet reading must be candidates for eviction too.
+  SetAwaitingRequest(true);
+}
 
 Connection::~Connection() { core_.Unregister(this); }
 

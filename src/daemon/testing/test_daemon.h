@@ -2,6 +2,8 @@
 // socket) over the fake VMM, whose "VMs" run the real guest agent as threads of the test.
 #pragma once
 
+#include <poll.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -138,6 +140,15 @@ class TestDaemon final {
     auto c = http::httptest::HttpTestClient::ConnectUnix(server_->socket_path());
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? *std::move(c) : nullptr;
+  }
+
+  // Like the real client: a keep-alive connection the server closed while it sat idle
+  // (request_head_timeout) is replaced before the next request, never retried after one.
+  void ReconnectIfClosed(std::unique_ptr<http::httptest::HttpTestClient>& client) {
+    pollfd idle{client ? client->fd() : -1, POLLIN, 0};
+    if (!client || ::poll(&idle, 1, 0) == 1) {
+      client = Connect();
+    }
   }
 
   SandboxManager& manager() { return *manager_; }
