@@ -72,8 +72,11 @@ std::string Render(std::string_view text, bool json) {
         out.append(bytes);
         break;
       case Piece::kControl:
-        absl::StrAppendFormat(&out, json ? "\\u%04x" : "\\x%02x",
-                              static_cast<unsigned char>(bytes[0]));
+        if (json) {
+          absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(bytes[0]));
+        } else {
+          absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(bytes[0]));
+        }
         break;
       case Piece::kUtf8Control:
         absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(bytes[1]));
