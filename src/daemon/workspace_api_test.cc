@@ -763,7 +763,7 @@ TEST_F(GuestDeadlineTest, AStuckGuestToolFailsItsOperationAndNeverStallsAnotherS
   }
   // Wait until A's tool is really stuck in the guest (A's operations run one at a time: the
   // second in flight waits for the workspace).
-  for (int i = 0; i < 200 && SleepersWith(mark) < 1; ++i) {
+  for (int i = 0; i < 1000 && SleepersWith(mark) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(SleepersWith(mark), 1) << "an operation of A holds the guest tools";
@@ -794,7 +794,7 @@ TEST_F(GuestDeadlineTest, AStuckGuestToolFailsItsOperationAndNeverStallsAnotherS
   EXPECT_EQ(timed_out, 2);
   EXPECT_EQ(refused, kStuck - 2);
   // The stuck tools were killed, and A still works with honest tools.
-  for (int i = 0; i < 200 && SleepersWith(mark) > 0; ++i) {
+  for (int i = 0; i < 1000 && SleepersWith(mark) > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(SleepersWith(mark), 0);
@@ -833,7 +833,7 @@ TEST_F(GuestDeadlineTest, StalledGuestsInSeveralSandboxesStillLeaveWorkersForOth
       }
     });
   }
-  for (int i = 0; i < 200 && SleepersWith(mark) < 4; ++i) {
+  for (int i = 0; i < 1000 && SleepersWith(mark) < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(SleepersWith(mark), 4) << "each hostile sandbox holds its guest tools";
@@ -874,7 +874,7 @@ TEST_F(GuestDeadlineTest, AToolThatNeverReadsUnpackFailsTheSyncAndStopDoesNotWai
   Response r = Post(a, "sync", nlohmann::json::object());
   EXPECT_EQ(r.status, 504) << r.body;
   EXPECT_THAT(r.body, HasSubstr("abox-guest ws unpack in sandbox " + a));
-  for (int i = 0; i < 200 && SleepersWith(mark) > 0; ++i) {
+  for (int i = 0; i < 1000 && SleepersWith(mark) > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(SleepersWith(mark), 0) << "the stuck tool was not killed";
@@ -887,7 +887,7 @@ TEST_F(GuestDeadlineTest, AToolThatNeverReadsUnpackFailsTheSyncAndStopDoesNotWai
         c->Request("POST", absl::StrCat("/v1/sandboxes/", a, "/sync"), "{}");
     stopped_body = got.ok() ? got->body : got.status().ToString();
   });
-  for (int i = 0; i < 200 && SleepersWith(mark) < 1; ++i) {
+  for (int i = 0; i < 1000 && SleepersWith(mark) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_EQ(SleepersWith(mark), 1);
