@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/reboot.h>
+#include <termios.h>
 #include <unistd.h>
 int main(void) {
   int fd = open("/dev/console", O_WRONLY);
@@ -24,6 +25,10 @@ int main(void) {
       printf("spam line %05d xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n",
              i);
     fflush(stdout);
+    // Let the console drain before powering off: otherwise the last lines can be lost and the
+    // test, which looks for the newest one, fails under load.
+    tcdrain(STDOUT_FILENO);
+    usleep(300 * 1000);
   } else if (strcmp(mode, "sleep") == 0) {
     for (;;)
       pause();
