@@ -720,10 +720,14 @@ class GuestDeadlineTest : public WorkspaceApiTest {
  protected:
   void SetUp() override {
     WorkspaceApiTest::SetUp();
+    Restart(absl::Seconds(3));
+  }
+  // Restarts the daemon with guest tools that get `floor` before they are killed.
+  void Restart(absl::Duration floor) {
     client_.reset();
     daemon_->Shutdown();
     daemon_->set_guest_tool_deadline(
-        {.floor = absl::Seconds(3), .bytes_per_second = 64 << 20, .kill_grace = absl::Seconds(2)});
+        {.floor = floor, .bytes_per_second = 64 << 20, .kill_grace = absl::Seconds(2)});
     daemon_->Start();
     client_ = daemon_->Connect();
     ASSERT_NE(client_, nullptr);
@@ -805,6 +809,9 @@ TEST_F(GuestDeadlineTest, AStuckGuestToolFailsItsOperationAndNeverStallsAnotherS
 }
 
 TEST_F(GuestDeadlineTest, StalledGuestsInSeveralSandboxesStillLeaveWorkersForOthers) {
+  // A longer deadline than the other tests: the second wave and B's calls below must all end
+  // before the first stuck tool's deadline, also under ASan on a loaded machine.
+  Restart(absl::Seconds(6));
   std::vector<std::string> hostile;
   for (int i = 0; i < 4; ++i) {
     hostile.push_back(Create());
@@ -815,12 +822,11 @@ TEST_F(GuestDeadlineTest, StalledGuestsInSeveralSandboxesStillLeaveWorkersForOth
   const std::string mark = absl::StrCat(700000 + ::getpid() % 99999);
   UseTool(WriteStuckTool(tmp_.path(), "manifest", mark));
 
-  // 4 sandboxes x 2 operations each would be all 8 workers without the daemon-wide cap.
-  constexpr int kStuck = 12;
   std::atomic<int> ended{0};
+  constexpr int kStuck = 12;
   std::vector<Response> results(kStuck);
   std::vector<std::thread> stuck;
-  for (int i = 0; i < kStuck; ++i) {
+  auto diff = [&](int i) {
     stuck.emplace_back([&, i] {
       std::unique_ptr<HttpTestClient> c = daemon_->Connect();
       absl::StatusOr<Response> r =
@@ -832,12 +838,21 @@ TEST_F(GuestDeadlineTest, StalledGuestsInSeveralSandboxesStillLeaveWorkersForOth
         ++ended;
       }
     });
+  };
+  // First wave: one stuck operation in each hostile sandbox (4 of the 6 daemon-wide slots).
+  for (int i = 0; i < 4; ++i) {
+    diff(i);
   }
   for (int i = 0; i < 1000 && SleepersWith(mark) < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(SleepersWith(mark), 4) << "each hostile sandbox holds its guest tools";
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the rest queue up
+  ASSERT_EQ(SleepersWith(mark), 4) << "each hostile sandbox holds its guest tools";
+  // Second wave: 4 sandboxes x 2 operations each would be all 8 workers without the
+  // daemon-wide cap; two more queue, the rest are refused at once (409 or 429).
+  for (int i = 4; i < kStuck; ++i) {
+    diff(i);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the second wave arrives
 
   Response exec = Post(b, "execs", {{"argv", {"echo", "from-b"}}});
   EXPECT_EQ(exec.status, 201) << exec.body;
@@ -849,14 +864,20 @@ TEST_F(GuestDeadlineTest, StalledGuestsInSeveralSandboxesStillLeaveWorkersForOth
     t.join();
   }
   int timed_out = 0;
+  int refused_daemon_wide = 0;
   for (const Response& r : results) {
     EXPECT_TRUE(r.status == 504 || r.status == 409 || r.status == 429) << r.status << r.body;
     if (r.status == 429) {
       EXPECT_THAT(r.body, HasSubstr("the most it runs at once"));
+      ++refused_daemon_wide;
     }
     timed_out += r.status == 504 ? 1 : 0;
   }
-  EXPECT_GE(timed_out, 4);
+  // The first wave and the two that queued behind it ran into the deadline; of the other six,
+  // at most two found a slot and then their sandbox busy (409), so four or more were refused
+  // by the daemon-wide cap.
+  EXPECT_EQ(timed_out, 6);
+  EXPECT_GE(refused_daemon_wide, 4) << "the daemon-wide cap refused too few of the second wave";
   KillSleepers(mark);
   daemon_->set_guest_tools_wrapper(nullptr);
 }
