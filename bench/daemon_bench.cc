@@ -38,8 +38,8 @@
 #include "bench/daemon_fixture.h"
 #include "nlohmann/json.hpp"
 #include "src/base/child_process.h"
+#include "src/base/host_layout.h"
 #include "src/base/io.h"
-#include "src/image/paths.h"
 #include "src/runtime/sandbox.h"
 
 namespace {
@@ -593,7 +593,7 @@ int main(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto paths = abox::image::ResolvePaths();
+  auto paths = abox::base::ResolveHostLayout();
   if (!paths.ok()) {
     Die(std::string(paths.status().message()));
   }

@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/base/host_layout.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/cli/sandbox_format.h"
 #include "src/cli/systemd_unit.h"
 #include "src/client/daemon_launcher.h"
 #include "src/client/json_fields.h"
-#include "src/image/paths.h"
 
 extern char** environ;
 
@@ -176,7 +176,7 @@ int Unit(const DaemonFlags& flags, bool install) {
     return Fail(options.status());
   }
   absl::StatusOr<std::string> aboxd = client::FindAboxd(*options);
-  absl::StatusOr<image::Paths> paths = image::ResolvePaths();
+  absl::StatusOr<base::HostLayout> paths = base::ResolveHostLayout();
   if (!aboxd.ok() || !paths.ok()) {
     return Fail(aboxd.ok() ? paths.status() : aboxd.status());
   }

@@ -20,7 +20,7 @@ std::vector<std::string> SplitPackageList(const std::string& text) {
 }
 
 int ImageBuild(const ImageBuildOptions& options) {
-  auto paths = image::ResolvePaths();
+  auto paths = base::ResolveHostLayout();
   if (!paths.ok()) {
     PrintError(paths.status());
     return 1;
@@ -62,7 +62,7 @@ int ImageBuild(const ImageBuildOptions& options) {
 }
 
 int ImageList(bool json) {
-  auto paths = image::ResolvePaths();
+  auto paths = base::ResolveHostLayout();
   if (!paths.ok()) {
     PrintError(paths.status());
     return 1;
@@ -128,7 +128,7 @@ int ImageList(bool json) {
 }
 
 int ImageVerify(const std::string& name) {
-  auto paths = image::ResolvePaths();
+  auto paths = base::ResolveHostLayout();
   if (!paths.ok()) {
     PrintError(paths.status());
     return 1;

@@ -17,12 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "src/base/fenced_remove.h"
+#include "src/base/host_layout.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/cli/output.h"
 #include "src/cli/terminal.h"
 #include "src/cli/terminal_text.h"
-#include "src/image/paths.h"
 #include "src/runtime/agent_guest_tools.h"
 #include "src/workspace/sync.h"
 
@@ -80,7 +80,7 @@ absl::StatusOr<base::UniqueFd> LockRunCopy(const std::string& lock_path, bool wa
 // (CollectRunLeftovers).
 absl::Status SyncOnce(runtime::Sandbox& sandbox, const workspace::Binding& binding) {
   ABOX_ASSIGN_OR_RETURN(workspace::Binding checked, workspace::ValidateBinding(binding));
-  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  ABOX_ASSIGN_OR_RETURN(base::HostLayout paths, base::ResolveHostLayout());
   std::string dir = absl::StrCat(paths.home.string(), "/tmp");
   (void)::mkdir(dir.c_str(), 0700);
   dir = absl::StrCat(dir, "/", kRunCopyPrefix, sandbox.id());
@@ -175,7 +175,7 @@ int RunInFreshVm(const RunOptions& options) {
   ::signal(SIGPIPE, SIG_IGN);
 
   // What killed runs left behind (their lock is gone with them).
-  if (absl::StatusOr<image::Paths> paths = image::ResolvePaths(); paths.ok()) {
+  if (absl::StatusOr<base::HostLayout> paths = base::ResolveHostLayout(); paths.ok()) {
     if (absl::StatusOr<int> removed = CollectRunLeftovers(paths->home); !removed.ok()) {
       std::fprintf(stderr,
                    "abox: warning: cannot remove the workspace copy of a killed run: %s (remove "

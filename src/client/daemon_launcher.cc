@@ -20,13 +20,13 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "src/base/child_process.h"
+#include "src/base/host_layout.h"
 #include "src/base/io.h"
 #include "src/base/self_path.h"
 #include "src/base/status_macros.h"
 #include "src/base/unique_fd.h"
 #include "src/client/json_fields.h"
 #include "src/client/socket_trust.h"
-#include "src/image/paths.h"
 
 extern char** environ;
 
@@ -119,8 +119,8 @@ absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv, int lo
 
 absl::StatusOr<DaemonOptions> DaemonOptionsFromEnv() {
   DaemonOptions options;
-  ABOX_ASSIGN_OR_RETURN(std::filesystem::path socket, image::ResolveSocketPath());
-  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  ABOX_ASSIGN_OR_RETURN(std::filesystem::path socket, base::ResolveSocketPath());
+  ABOX_ASSIGN_OR_RETURN(base::HostLayout paths, base::ResolveHostLayout());
   options.socket_path = socket.string();
   options.log_path = (paths.home / "logs" / "aboxd.log").string();
   const char* no_autostart = std::getenv("ABOX_NO_AUTOSTART");  // NOLINT(concurrency-mt-unsafe)

@@ -19,7 +19,7 @@
 namespace abox::client {
 
 struct DaemonOptions {
-  std::string socket_path;  // where aboxd listens (image::ResolveSocketPath())
+  std::string socket_path;  // where aboxd listens (base::ResolveSocketPath())
   std::string log_path;     // aboxd's stdout and stderr when abox starts it (appended, 0600)
   // The aboxd executable; empty: $ABOXD_BIN, else next to the running abox binary.
   std::string aboxd_binary;
@@ -32,7 +32,7 @@ struct DaemonOptions {
   absl::Duration poll_interval = absl::Milliseconds(20);
 };
 
-// Options from the environment: the socket from image::ResolveSocketPath(), the log at
+// Options from the environment: the socket from base::ResolveSocketPath(), the log at
 // $ABOX_HOME/logs/aboxd.log, autostart unless $ABOX_NO_AUTOSTART is "1".
 [[nodiscard]] absl::StatusOr<DaemonOptions> DaemonOptionsFromEnv();
 

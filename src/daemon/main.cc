@@ -14,23 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "src/api/openapi_document.h"
+#include "src/base/host_layout.h"
 #include "src/base/io.h"
 #include "src/base/version.h"
-#include "src/daemon/egress_service.h"
-#include "src/daemon/event_bus.h"
-#include "src/daemon/handlers/services.h"
-#include "src/daemon/http/server.h"
-#include "src/daemon/ledger.h"
-#include "src/daemon/sandbox_manager.h"
-#include "src/daemon/timer_queue.h"
-#include "src/image/paths.h"
+#include "src/daemon/daemon.h"
 #include "src/runtime/sandbox.h"
-#include "src/store/database.h"
-#include "src/store/egress_repo.h"
-#include "src/store/event_repo.h"
-#include "src/store/exec_repo.h"
-#include "src/store/migrations.h"
-#include "src/store/sandbox_repo.h"
 
 namespace {
 
@@ -129,61 +117,38 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto paths = abox::image::ResolvePaths();
-  if (!paths.ok()) {
-    return Fail(std::string(paths.status().message()));
+  auto layout = abox::base::ResolveHostLayout();
+  if (!layout.ok()) {
+    return Fail(std::string(layout.status().message()));
   }
-  std::error_code ec;
-  std::filesystem::create_directories(paths->home, ec);
-  if (ec) {
-    return Fail(absl::StrCat("cannot create $ABOX_HOME ", paths->home.string(), ": ", ec.message(),
-                             "; set ABOX_HOME to a writable directory"));
-  }
-  ::chmod(paths->home.c_str(), 0700);
+  abox::daemon::DaemonConfig config;
+  config.layout = *layout;
   if (socket_path.empty()) {
-    auto resolved = abox::image::ResolveSocketPath();
+    auto resolved = abox::base::ResolveSocketPath();
     if (!resolved.ok()) {
       return Fail(std::string(resolved.status().message()));
     }
     socket_path = resolved->string();
   }
-
-  // The socket first: its lock says that this is the only aboxd of this user, which recovery
-  // below relies on. Clients that connect now wait in the backlog until Start().
-  abox::daemon::http::ServerOptions server_options;
-  server_options.unix_socket_path = socket_path;
-  server_options.worker_threads = 8;
+  config.server.unix_socket_path = socket_path;
+  config.server.worker_threads = 8;
   if (tcp_port >= 0) {
-    auto token = LoadOrCreateToken(token_file, paths->home);
+    std::error_code ec;
+    std::filesystem::create_directories(layout->home, ec);
+    auto token = LoadOrCreateToken(token_file, layout->home);
     if (!token.ok()) {
       return Fail(std::string(token.status().message()));
     }
-    server_options.tcp_port = static_cast<uint16_t>(tcp_port);
-    server_options.tcp_bearer_token = *token;
+    config.server.tcp_port = static_cast<uint16_t>(tcp_port);
+    config.server.tcp_bearer_token = *token;
   }
-
-  auto db = abox::store::OpenStateDatabase((paths->home / "state.db").string());
-  if (!db.ok()) {
-    return Fail(absl::StrCat("cannot open the state database: ", db.status().message()));
-  }
-  abox::store::SandboxRepo sandbox_repo(**db);
-  abox::store::ExecRepo exec_repo(**db);
-  abox::store::EventRepo event_repo(**db);
-  abox::daemon::EventBus events(event_repo);
-  abox::daemon::Budget budget = abox::daemon::DefaultBudget();
+  config.budget = abox::daemon::DefaultBudget();
   if (max_cpus > 0) {
-    budget.cpus = max_cpus;
+    config.budget.cpus = max_cpus;
   }
   if (max_memory > 0) {
-    budget.memory_mib = max_memory;
+    config.budget.memory_mib = max_memory;
   }
-  abox::daemon::Ledger ledger(budget);
-  abox::daemon::TimerQueue timers;
-  auto vmm = abox::runtime::CreateDefaultVmm();
-  if (!vmm.ok()) {
-    return Fail(absl::StrCat("cannot set up QEMU: ", vmm.status().message()));
-  }
-  abox::daemon::EgressServiceOptions egress_options;
   if (!resolver_override_file.empty()) {
     auto text = abox::base::ReadFile(resolver_override_file, 1 << 20);
     if (!text.ok()) {
@@ -195,57 +160,28 @@ int main(int argc, char** argv) {
       return Fail(absl::StrCat("--test-resolver-override ", resolver_override_file, ": ",
                                parsed.status().message()));
     }
-    egress_options.resolver_override = *std::move(parsed);
+    config.egress.resolver_override = *std::move(parsed);
   }
-  abox::store::EgressRepo egress_repo(**db);
-  auto egress = abox::daemon::EgressService::Create(egress_repo, events, egress_options);
-  if (!egress.ok()) {
-    return Fail(absl::StrCat("cannot set up egress: ", egress.status().message()));
+  config.openapi_yaml = std::string(abox::api::OpenApiYaml());
+
+  auto daemon = abox::daemon::Daemon::Create(std::move(config), {});
+  if (!daemon.ok()) {
+    return Fail(std::string(daemon.status().message()));
   }
-  auto workspaces = abox::daemon::WorkspaceService::Create(paths->home.string());
-  if (!workspaces.ok()) {
-    return Fail(absl::StrCat("cannot set up workspaces: ", workspaces.status().message()));
-  }
-  abox::daemon::SandboxManager manager({vmm->get(), &sandbox_repo, &exec_repo, &events, &ledger,
-                                        &timers, workspaces->get(), egress->get()},
-                                       {});
-  abox::daemon::Services services;
-  services.manager = &manager;
-  services.events = &events;
-  services.ledger = &ledger;
-  services.timers = &timers;
-  services.workspaces = workspaces->get();
-  services.egress = egress->get();
-  services.openapi_yaml = std::string(abox::api::OpenApiYaml());
-  abox::daemon::http::Router router;
-  if (absl::Status s = abox::daemon::RegisterRoutes(router, services); !s.ok()) {
-    return Fail(absl::StrCat("internal: ", s.message()));
-  }
-  auto server = abox::daemon::http::Server::Create(server_options, std::move(router));
-  if (!server.ok()) {
-    return Fail(std::string(server.status().message()));
-  }
-  if (absl::Status s = (*workspaces)->Recover(); !s.ok()) {
-    return Fail(absl::StrCat("cannot recover interrupted applies: ", s.message()));
-  }
-  if (absl::Status s = manager.Recover(); !s.ok()) {
-    return Fail(absl::StrCat("cannot recover the sandboxes of the previous run: ", s.message()));
-  }
-  if (absl::Status s = (*server)->Start(); !s.ok()) {
+  if (absl::Status s = (*daemon)->Start(); !s.ok()) {
     return Fail(std::string(s.message()));
   }
-  abox::daemon::LedgerUsage usage = ledger.Usage();
-  spdlog::info("aboxd {} ready on {} (pid {}; budget {} vCPUs, {} MiB; {} sandbox(es) running){}",
-               abox::kVersion, socket_path, ::getpid(), usage.budget.cpus, usage.budget.memory_mib,
-               manager.RunningCount(),
-               tcp_port >= 0 ? absl::StrCat("; TCP 127.0.0.1:", (*server)->tcp_port()) : "");
+  abox::daemon::LedgerUsage usage = (*daemon)->ledger().Usage();
+  spdlog::info(
+      "aboxd {} ready on {} (pid {}; budget {} vCPUs, {} MiB; {} sandbox(es) running){}",
+      abox::kVersion, socket_path, ::getpid(), usage.budget.cpus, usage.budget.memory_mib,
+      (*daemon)->sandboxes().RunningCount(),
+      tcp_port >= 0 ? absl::StrCat("; TCP 127.0.0.1:", (*daemon)->server().tcp_port()) : "");
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   spdlog::info("aboxd: {} received: stopping (sandboxes keep running)", strsignal(signal_number));
-  (*server)->Stop();
-  manager.DetachAll();
-  timers.Stop();
+  (*daemon)->Shutdown();
   spdlog::info("aboxd stopped");
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/image/fs_util.h"
+#include "src/image/image_name.h"
 #include "src/image/initramfs.h"
 #include "src/image/sha256.h"
 
@@ -79,7 +80,7 @@ absl::StatusOr<ArtifactInfo> Install(const std::filesystem::path& src,
   return a;
 }
 
-void CleanStaleImageTemps(const Paths& paths) {
+void CleanStaleImageTemps(const base::HostLayout& paths) {
   std::error_code ec;
   std::filesystem::directory_iterator it(paths.ImagesDir(), ec);
   for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
@@ -127,7 +128,7 @@ std::string ImageInputsHash(const std::string& rootfs_key, const std::string& ag
   return Sha256Hex(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
-absl::StatusOr<BuildResult> BuildImage(const Paths& paths, const BuildOptions& opts,
+absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths, const BuildOptions& opts,
                                        const ProgressFn& progress) {
   const Reporter report(progress);
   report(1, absl::StrCat("resolving inputs of image ", opts.name));

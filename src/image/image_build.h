@@ -11,9 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/base/host_layout.h"
 #include "src/base/version.h"
 #include "src/image/manifest.h"
-#include "src/image/paths.h"
 #include "src/image/rootfs_build.h"
 
 namespace abox::image {
@@ -57,7 +57,7 @@ struct BuildResult {
 // the initramfs is rebuilt. The image dir is replaced atomically; an interrupted build leaves
 // only temp dirs, which the next build deletes. One build at a time per ABOX_HOME/cache
 // (kUnavailable otherwise). Errors name the log file and what to do next.
-[[nodiscard]] absl::StatusOr<BuildResult> BuildImage(const Paths& paths,
+[[nodiscard]] absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths,
                                                      const BuildOptions& options,
                                                      const ProgressFn& progress);
 

@@ -67,7 +67,7 @@ class ImageBuildTest : public ::testing::Test {
   }
 
   TempDir tmp_;
-  Paths paths_;
+  base::HostLayout paths_;
   BuildOptions opts_;
   std::vector<std::string> messages_;
 };

@@ -7,12 +7,13 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/image/fs_util.h"
+#include "src/image/image_name.h"
 #include "src/image/sha256.h"
 
 namespace abox::image {
 namespace {
 
-absl::StatusOr<Manifest> ReadManifest(const Paths& paths, const std::string& name) {
+absl::StatusOr<Manifest> ReadManifest(const base::HostLayout& paths, const std::string& name) {
   ABOX_RETURN_IF_ERROR(ValidateImageName(name));
   const std::filesystem::path dir = paths.ImageDir(name);
   std::error_code ec;
@@ -42,7 +43,7 @@ std::string BuildCommandFor(const std::string& name, bool force) {
                       force ? " --force" : "");
 }
 
-absl::StatusOr<std::vector<ListedImage>> ListImages(const Paths& paths) {
+absl::StatusOr<std::vector<ListedImage>> ListImages(const base::HostLayout& paths) {
   std::vector<ListedImage> out;
   std::error_code ec;
   std::filesystem::directory_iterator it(paths.ImagesDir(), ec);
@@ -65,7 +66,7 @@ absl::StatusOr<std::vector<ListedImage>> ListImages(const Paths& paths) {
   return out;
 }
 
-absl::Status VerifyImage(const Paths& paths, const std::string& name) {
+absl::Status VerifyImage(const base::HostLayout& paths, const std::string& name) {
   ABOX_ASSIGN_OR_RETURN(Manifest m, ReadManifest(paths, name));
   std::vector<std::string> problems;
   for (const auto& [file, a] : m.artifacts) {
@@ -94,7 +95,7 @@ absl::Status VerifyImage(const Paths& paths, const std::string& name) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<ImageFiles> OpenImageForBoot(const Paths& paths, const std::string& name,
+absl::StatusOr<ImageFiles> OpenImageForBoot(const base::HostLayout& paths, const std::string& name,
                                             uint32_t host_protocol_version) {
   ABOX_ASSIGN_OR_RETURN(Manifest m, ReadManifest(paths, name));
   if (m.protocol_version != host_protocol_version) {

@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/base/host_layout.h"
 #include "src/image/manifest.h"
-#include "src/image/paths.h"
 
 namespace abox::image {
 
@@ -22,11 +22,11 @@ struct ListedImage {
 
 // All images, sorted by name; a missing images dir is an empty list. A broken image is listed
 // with its error rather than failing the whole listing.
-[[nodiscard]] absl::StatusOr<std::vector<ListedImage>> ListImages(const Paths& paths);
+[[nodiscard]] absl::StatusOr<std::vector<ListedImage>> ListImages(const base::HostLayout& paths);
 
 // Recomputes the sha256 and size of every artifact of image `name` against its manifest.
 // kDataLoss naming each mismatching artifact; kNotFound if there is no such image.
-[[nodiscard]] absl::Status VerifyImage(const Paths& paths, const std::string& name);
+[[nodiscard]] absl::Status VerifyImage(const base::HostLayout& paths, const std::string& name);
 
 // What the VMM needs to boot an image. The files are immutable; a rebuild replaces the
 // directory (new inodes), so a sandbox that must keep its exact backing file should hard-link
@@ -46,7 +46,7 @@ struct ImageFiles {
 // initramfs are hashed and compared (small), rootfs.ext4 is checked by size and mtime only
 // (full hashing is VerifyImage's job). Errors say what to run: "abox image build", or
 // "abox image build --name X --force".
-[[nodiscard]] absl::StatusOr<ImageFiles> OpenImageForBoot(const Paths& paths,
+[[nodiscard]] absl::StatusOr<ImageFiles> OpenImageForBoot(const base::HostLayout& paths,
                                                           const std::string& name,
                                                           uint32_t host_protocol_version);
 

@@ -59,7 +59,7 @@ class ImageStoreTest : public ::testing::Test {
   }
 
   TempDir tmp_;
-  Paths paths_;
+  base::HostLayout paths_;
 };
 
 TEST_F(ImageStoreTest, VerifyAcceptsIntactImage) {

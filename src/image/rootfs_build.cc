@@ -220,7 +220,7 @@ absl::StatusOr<std::string> HostDebianArch() {
       "abox images are only built for x86_64 hosts so far (this host is ", u.machine, ")"));
 }
 
-absl::StatusOr<RootfsEntry> BuildRootfsEntry(const Paths& paths, const RootfsInputs& in,
+absl::StatusOr<RootfsEntry> BuildRootfsEntry(const base::HostLayout& paths, const RootfsInputs& in,
                                              const StageFn& stage) {
   ABOX_RETURN_IF_ERROR(ValidateRootfsInputs(in));
   if (!base::FindExecutable("mmdebstrap")) {
@@ -310,7 +310,7 @@ absl::StatusOr<RootfsEntry> BuildRootfsEntry(const Paths& paths, const RootfsInp
   return e;
 }
 
-void CleanStaleRootfsBuilds(const Paths& paths) {
+void CleanStaleRootfsBuilds(const base::HostLayout& paths) {
   std::error_code ec;
   std::filesystem::directory_iterator it(paths.cache_dir / "tmp", ec);
   for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {

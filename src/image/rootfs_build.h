@@ -11,8 +11,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/base/host_layout.h"
 #include "src/image/manifest.h"
-#include "src/image/paths.h"
 #include "src/image/rootfs_entry.h"
 
 namespace abox::image {
@@ -58,13 +58,13 @@ using StageFn = std::function<void(int stage, const std::string& message)>;
 // rootfs.ext4, then kernel extraction and module selection in-process. mmdebstrap's output
 // goes to <cache>/logs/build-<key prefix>.log, named in every error. Caller holds the cache
 // lock.
-[[nodiscard]] absl::StatusOr<RootfsEntry> BuildRootfsEntry(const Paths& paths,
+[[nodiscard]] absl::StatusOr<RootfsEntry> BuildRootfsEntry(const base::HostLayout& paths,
                                                            const RootfsInputs& inputs,
                                                            const StageFn& stage);
 
 // Deletes temp dirs of builds that were killed (caller holds the cache lock, so no build is
 // running). Failures are logged, not returned: a stale dir must not block new builds.
-void CleanStaleRootfsBuilds(const Paths& paths);
+void CleanStaleRootfsBuilds(const base::HostLayout& paths);
 
 // Turns a failed mmdebstrap log into advice, as a status whose code classifies the failure:
 // kUnavailable (mirror unreachable), kNotFound (unknown package), else kInternal with the last

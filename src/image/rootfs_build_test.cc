@@ -113,7 +113,7 @@ namespace {
 
 TEST(CleanStaleRootfsBuildsTest, RemovesDeadBuildsKeepsOnesStillLocked) {
   testing::TempDir tmp;
-  Paths paths;
+  base::HostLayout paths;
   paths.home = tmp.path() / "home";
   paths.cache_dir = tmp.path() / "cache";
   const auto dead = paths.cache_dir / "tmp" / "build-dead";

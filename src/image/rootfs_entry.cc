@@ -64,7 +64,7 @@ absl::StatusOr<RootfsEntry> ReadEntryJson(const std::filesystem::path& dir) {
 
 }  // namespace
 
-std::filesystem::path RootfsEntryDir(const Paths& paths, const std::string& key) {
+std::filesystem::path RootfsEntryDir(const base::HostLayout& paths, const std::string& key) {
   return paths.cache_dir / "rootfs" / key;
 }
 
@@ -90,7 +90,7 @@ absl::Status WriteRootfsEntryJson(const RootfsEntry& e, const std::string& suite
                                j.dump(2, ' ', false, json::error_handler_t::replace), 0444);
 }
 
-absl::StatusOr<RootfsEntry> LoadRootfsEntry(const Paths& paths, const std::string& key) {
+absl::StatusOr<RootfsEntry> LoadRootfsEntry(const base::HostLayout& paths, const std::string& key) {
   std::filesystem::path dir = RootfsEntryDir(paths, key);
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {

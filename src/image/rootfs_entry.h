@@ -7,8 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/base/host_layout.h"
 #include "src/image/manifest.h"
-#include "src/image/paths.h"
 
 namespace abox::image {
 
@@ -28,11 +28,12 @@ struct RootfsEntry {
 };
 
 // Loads the entry for `key`; kNotFound if there is none (or it is damaged: then it is removed).
-[[nodiscard]] absl::StatusOr<RootfsEntry> LoadRootfsEntry(const Paths& paths,
+[[nodiscard]] absl::StatusOr<RootfsEntry> LoadRootfsEntry(const base::HostLayout& paths,
                                                           const std::string& key);
 
 // <cache>/rootfs/<key>
-[[nodiscard]] std::filesystem::path RootfsEntryDir(const Paths& paths, const std::string& key);
+[[nodiscard]] std::filesystem::path RootfsEntryDir(const base::HostLayout& paths,
+                                                   const std::string& key);
 
 // Writes <e.dir>/entry.json (read-only), recording the entry and the inputs it was built from.
 [[nodiscard]] absl::Status WriteRootfsEntryJson(const RootfsEntry& e, const std::string& suite,

@@ -9,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/base/fenced_remove.h"
+#include "src/base/host_layout.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/base/unix_socket.h"
 #include "src/image/image_store.h"
-#include "src/image/paths.h"
 #include "src/proto/frame.h"
 #include "src/vmm/qemu_vmm.h"
 
@@ -76,7 +76,11 @@ std::string NewSandboxId() {
 }
 
 absl::StatusOr<std::unique_ptr<vmm::Vmm>> CreateDefaultVmm() {
-  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  ABOX_ASSIGN_OR_RETURN(base::HostLayout paths, base::ResolveHostLayout());
+  return CreateDefaultVmm(paths);
+}
+
+absl::StatusOr<std::unique_ptr<vmm::Vmm>> CreateDefaultVmm(const base::HostLayout& paths) {
   vmm::QemuVmmOptions options;
   options.kvm_probe_cache = (paths.home / "cache" / "kvm-probe.json").string();
   std::error_code ec;
@@ -87,7 +91,12 @@ absl::StatusOr<std::unique_ptr<vmm::Vmm>> CreateDefaultVmm() {
 
 absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const SandboxConfig& config,
                                                        const NoticeFn& notice) {
-  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+  base::HostLayout paths;
+  if (config.layout) {
+    paths = *config.layout;
+  } else {
+    ABOX_ASSIGN_OR_RETURN(paths, base::ResolveHostLayout());
+  }
   image::ImageFiles files;
   if (config.files) {
     files = *config.files;
@@ -97,8 +106,8 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
   }
   std::unique_ptr<Sandbox> sb(new Sandbox());
   sb->id_ = config.id.empty() ? NewSandboxId() : config.id;
-  sb->logs_dir_ = (paths.home / "logs").string();
-  std::filesystem::path sandboxes = paths.home / "sandboxes";
+  sb->logs_dir_ = paths.KeptLogsDir().string();
+  std::filesystem::path sandboxes = paths.SandboxesDir();
   std::error_code ec;
   std::filesystem::create_directories(sandboxes, ec);
   if (ec) {
@@ -141,11 +150,17 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
 absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Attach(
     vmm::Vmm& vmm, const std::string& id, const std::string& run_dir, absl::Duration timeout,
     std::function<void(const absl::Status&)> on_failure,
-    std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel) {
-  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
+    std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel,
+    std::optional<base::HostLayout> layout) {
+  base::HostLayout paths;
+  if (layout) {
+    paths = *layout;
+  } else {
+    ABOX_ASSIGN_OR_RETURN(paths, base::ResolveHostLayout());
+  }
   std::unique_ptr<Sandbox> sb(new Sandbox());
   sb->id_ = id;
-  sb->logs_dir_ = (paths.home / "logs").string();
+  sb->logs_dir_ = paths.KeptLogsDir().string();
   ABOX_ASSIGN_OR_RETURN(sb->vm_, vmm.Attach(run_dir));
   if (!sb->vm_->IsRunning()) {
     std::string report = sb->FailureReport();
@@ -180,11 +195,6 @@ absl::Status Sandbox::Detach() {
   agent_.reset();
   vm_.reset();
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> SandboxRunDir(const std::string& id) {
-  ABOX_ASSIGN_OR_RETURN(image::Paths paths, image::ResolvePaths());
-  return (paths.home / "sandboxes" / id).string();
 }
 
 Sandbox::~Sandbox() { (void)Destroy(); }

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "src/base/host_layout.h"
 #include "src/image/image_store.h"
 #include "src/runtime/agent_client.h"
 #include "src/vmm/vmm.h"
@@ -35,6 +36,9 @@ struct SandboxConfig {
   // DNS stream): hand it to the sandbox's egress proxy. Must not block. Unset: every tunnel is
   // reset (no egress).
   std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel;
+  // Where the VM's run dir and kept logs go; unset: resolved from the environment (aboxd
+  // resolves its layout once and passes it).
+  std::optional<base::HostLayout> layout;
 };
 
 // Status and messages for a person (one line each); the caller decides where they go.
@@ -57,7 +61,8 @@ class Sandbox final {
   static absl::StatusOr<std::unique_ptr<Sandbox>> Attach(
       vmm::Vmm& vmm, const std::string& id, const std::string& run_dir, absl::Duration timeout,
       std::function<void(const absl::Status&)> on_failure = nullptr,
-      std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel = nullptr);
+      std::function<void(std::unique_ptr<net::TunnelStream>)> on_tunnel = nullptr,
+      std::optional<base::HostLayout> layout = std::nullopt);
   Sandbox(const Sandbox&) = delete;
   Sandbox& operator=(const Sandbox&) = delete;
   ~Sandbox();
@@ -89,11 +94,10 @@ class Sandbox final {
   bool destroyed_ = false;
 };
 
-// $ABOX_HOME/sandboxes/<id>: where a sandbox's VM keeps its files.
-absl::StatusOr<std::string> SandboxRunDir(const std::string& id);
-
 // The QEMU driver with this user's settings: the KVM probe verdict cached in
 // $ABOX_HOME/cache/kvm-probe.json, so only the first VM on a host kernel pays for the probe.
+absl::StatusOr<std::unique_ptr<vmm::Vmm>> CreateDefaultVmm(const base::HostLayout& layout);
+// The same with the layout resolved from the environment.
 absl::StatusOr<std::unique_ptr<vmm::Vmm>> CreateDefaultVmm();
 
 // A fresh random sandbox id (12 lowercase hex characters).

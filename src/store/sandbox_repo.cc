@@ -268,6 +268,28 @@ absl::Status SandboxRepo::UpdateState(absl::string_view id, SandboxState state,
                    });
 }
 
+absl::Status SandboxRepo::TransitionState(absl::string_view id, SandboxState from, SandboxState to,
+                                          absl::string_view failure) {
+  absl::Status changed = ChangeOne(
+      *db_, id,
+      "UPDATE sandboxes SET state = :state, failure = :failure, "
+      "ready_at = CASE WHEN :state = 'ready' THEN coalesce(ready_at, :now) ELSE ready_at END, "
+      "last_active_at = CASE WHEN :state = 'ready' THEN :now ELSE last_active_at END "
+      "WHERE id = :id AND state = :from",
+      [&](Statement& stmt) -> absl::Status {
+        ABOX_RETURN_IF_ERROR(stmt.BindText(":state", SandboxStateName(to)));
+        ABOX_RETURN_IF_ERROR(stmt.BindText(":from", SandboxStateName(from)));
+        ABOX_RETURN_IF_ERROR(stmt.BindText(":failure", failure));
+        return stmt.BindInt64(":now", ToMillis(clock_()));
+      });
+  if (!absl::IsNotFound(changed)) {
+    return changed;
+  }
+  ABOX_ASSIGN_OR_RETURN(SandboxRecord now, Get(id));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "sandbox ", id, " is ", SandboxStateName(now.state), ", not ", SandboxStateName(from)));
+}
+
 absl::Status SandboxRepo::SetVm(absl::string_view id, int64_t vmm_pid, absl::string_view accel) {
   return ChangeOne(*db_, id, "UPDATE sandboxes SET vmm_pid = :pid, accel = :accel WHERE id = :id",
                    [&](Statement& stmt) -> absl::Status {

@@ -86,6 +86,12 @@ class SandboxRepo final {
   [[nodiscard]] absl::Status UpdateState(absl::string_view id, SandboxState state,
                                          absl::string_view failure = "");
 
+  // UpdateState only if the sandbox is in `from` now (one compare-and-set in one statement):
+  // kFailedPrecondition "sandbox ID is STATE, not FROM" when another transition came first,
+  // kNotFound for an unknown id.
+  [[nodiscard]] absl::Status TransitionState(absl::string_view id, SandboxState from,
+                                             SandboxState to, absl::string_view failure = "");
+
   // Records the booted VM: VMM pid (diagnostic) and accelerator in use.
   [[nodiscard]] absl::Status SetVm(absl::string_view id, int64_t vmm_pid, absl::string_view accel);
 

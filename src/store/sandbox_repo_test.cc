@@ -200,6 +200,29 @@ TEST_F(SandboxRepoTest, ListIsNewestFirstAndFiltersByLabelsAndState) {
               ElementsAre("aaaaaaaaaaaa"));
 }
 
+TEST_F(SandboxRepoTest, TransitionStateChangesOnlyFromTheExpectedState) {
+  Add(Sandbox("0123456789ab"));  // creating
+  absl::Time ready_time = clock_.now();
+  ASSERT_TRUE(
+      repo_->TransitionState("0123456789ab", SandboxState::kCreating, SandboxState::kReady).ok());
+  EXPECT_EQ(repo_->Get("0123456789ab")->ready_at, ready_time);
+  // A second transition from "creating" lost the race: refused, naming the state it is in.
+  absl::Status late =
+      repo_->TransitionState("0123456789ab", SandboxState::kCreating, SandboxState::kFailed, "x");
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(late.message(), "sandbox 0123456789ab is ready, not creating");
+  EXPECT_EQ(repo_->Get("0123456789ab")->state, SandboxState::kReady);
+  EXPECT_EQ(repo_->Get("0123456789ab")->failure, "");
+  EXPECT_EQ(
+      repo_->TransitionState("bbbbbbbbbbbb", SandboxState::kReady, SandboxState::kStopping).code(),
+      absl::StatusCode::kNotFound);
+  ASSERT_TRUE(repo_
+                  ->TransitionState("0123456789ab", SandboxState::kReady, SandboxState::kFailed,
+                                    "the VM died")
+                  .ok());
+  EXPECT_EQ(repo_->Get("0123456789ab")->failure, "the VM died");
+}
+
 TEST_F(SandboxRepoTest, UpdateStateRecordsReadinessAndFailure) {
   Add(Sandbox("0123456789ab"));
   absl::Time ready_time = clock_.now();

@@ -19,10 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/base/host_layout.h"
 #include "src/base/io.h"
 #include "src/base/unix_socket.h"
 #include "src/image/initramfs.h"
-#include "src/image/paths.h"
 #include "src/vmm/bounded_log.h"
 #include "src/vmm/qemu_vm.h"
 #include "src/vmm/qemu_vmm.h"
@@ -81,7 +81,7 @@ class QemuVmmE2eTest : public ::testing::Test {
     vmm_ = *std::move(vmm);
     kernel_ = Env("ABOX_TEST_KERNEL");
     if (kernel_.empty()) {
-      absl::StatusOr<image::Paths> paths = image::ResolvePaths();
+      absl::StatusOr<base::HostLayout> paths = base::ResolveHostLayout();
       ASSERT_TRUE(paths.ok()) << paths.status();
       kernel_ = (paths->ImageDir("default") / "vmlinux").string();
     }

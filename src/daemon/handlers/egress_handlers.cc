@@ -161,7 +161,7 @@ absl::Status AddJsonRoute(http::Router& router, Services* svc, absl::string_view
 
 // The sandbox's id from the {id} of the path (an id, name or unique prefix).
 absl::StatusOr<std::string> SandboxId(Services* svc, const Request& req) {
-  ABOX_ASSIGN_OR_RETURN(SandboxView view, svc->manager->Get(req.Param("id")));
+  ABOX_ASSIGN_OR_RETURN(SandboxView view, svc->sandboxes->Get(req.Param("id")));
   return view.record.id;
 }
 
@@ -297,7 +297,7 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
                      ABOX_ASSIGN_OR_RETURN(bool all, QueryBool(req, "all", false));
                      store::EgressRequestFilter filter;
                      if (std::optional<std::string> ref = req.Query("sandbox")) {
-                       ABOX_ASSIGN_OR_RETURN(SandboxView view, svc->manager->Get(*ref));
+                       ABOX_ASSIGN_OR_RETURN(SandboxView view, svc->sandboxes->Get(*ref));
                        filter.sandbox_id = view.record.id;
                      }
                      if (!all) {

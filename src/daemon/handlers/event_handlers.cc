@@ -10,11 +10,11 @@
 namespace abox::daemon {
 
 absl::Status AddEventRoutes(http::Router& router, Services& services) {
-  SandboxManager* manager = services.manager;
+  SandboxService* sandboxes = services.sandboxes;
   EventBus* events = services.events;
   return router.Add(
       "GET", "/v1/events",
-      [manager, events](http::Request& req, http::Responder& res) {
+      [sandboxes, events](http::Request& req, http::Responder& res) {
         absl::Status query = CheckQuery(req, {"since", "sandbox"});
         absl::StatusOr<int64_t> since = QueryInt(req, "since", -1, 0, INT64_MAX);
         if (!query.ok() || !since.ok()) {
@@ -34,7 +34,7 @@ absl::Status AddEventRoutes(http::Router& router, Services& services) {
         }
         std::string sandbox_id;
         if (std::optional<std::string> ref = req.Query("sandbox")) {
-          absl::StatusOr<SandboxView> view = manager->Get(*ref);
+          absl::StatusOr<SandboxView> view = sandboxes->Get(*ref);
           if (!view.ok()) {
             return res.Error(view.status());
           }

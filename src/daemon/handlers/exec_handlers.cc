@@ -45,11 +45,11 @@ OutputSink SinkFor(http::Stream stream, bool sse) {
 }  // namespace
 
 absl::Status AddExecRoutes(http::Router& router, Services& services) {
-  SandboxManager* manager = services.manager;
+  ExecService* execs = services.execs;
   TimerQueue* timers = services.timers;
 
   ABOX_RETURN_IF_ERROR(router.Add("POST", "/v1/sandboxes/{id}/execs",
-                                  [manager](Request& req, Responder& res) {
+                                  [execs](Request& req, Responder& res) {
                                     if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
                                       return res.Error(s);
                                     }
@@ -59,7 +59,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
                                       return res.Error(create.status());
                                     }
                                     absl::StatusOr<std::shared_ptr<LiveExec>> live =
-                                        manager->StartExec(req.Param("id"), *create);
+                                        execs->Start(req.Param("id"), *create);
                                     if (!live.ok()) {
                                       return res.Error(live.status());
                                     }
@@ -69,7 +69,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
 
   ABOX_RETURN_IF_ERROR(router.Add(
       "GET", "/v1/sandboxes/{id}/execs",
-      [manager](Request& req, Responder& res) {
+      [execs](Request& req, Responder& res) {
         absl::Status query = CheckQuery(req, {"limit", "output"});
         absl::StatusOr<int64_t> limit = QueryInt(req, "limit", 100, 1, 1000);
         absl::StatusOr<bool> output = QueryBool(req, "output", false);
@@ -78,16 +78,16 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
             return res.Error(s);
           }
         }
-        absl::StatusOr<std::vector<store::ExecRecord>> execs =
-            manager->ListExecs(req.Param("id"), static_cast<int>(*limit));
-        if (!execs.ok()) {
-          return res.Error(execs.status());
+        absl::StatusOr<std::vector<store::ExecRecord>> records =
+            execs->List(req.Param("id"), static_cast<int>(*limit));
+        if (!records.ok()) {
+          return res.Error(records.status());
         }
         nlohmann::json list = nlohmann::json::array();
         size_t budget = kListOutputBudget;
-        for (const store::ExecRecord& e : *execs) {
+        for (const store::ExecRecord& e : *records) {
           if (*output && static_cast<size_t>(e.output_bytes) <= budget) {
-            absl::StatusOr<store::ExecWithOutput> full = manager->ExecOutput(e.id);
+            absl::StatusOr<store::ExecWithOutput> full = execs->Output(e.id);
             if (full.ok()) {
               budget -= static_cast<size_t>(e.output_bytes);
               list.push_back(api::ExecToJson(*full));
@@ -105,14 +105,14 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
       {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(router.Add("GET", kExecPath,
-                                  [manager](Request& req, Responder& res) {
+                                  [execs](Request& req, Responder& res) {
                                     absl::Status query = CheckQuery(req, {"output"});
                                     absl::StatusOr<bool> output = QueryBool(req, "output", false);
                                     if (!query.ok() || !output.ok()) {
                                       return res.Error(!query.ok() ? query : output.status());
                                     }
                                     absl::StatusOr<ExecHandle> handle =
-                                        manager->FindExec(req.Param("id"), req.Param("exec"));
+                                        execs->Find(req.Param("id"), req.Param("exec"));
                                     if (!handle.ok()) {
                                       return res.Error(handle.status());
                                     }
@@ -120,7 +120,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
                                       return res.Json(200, api::ExecToJson(handle->record));
                                     }
                                     absl::StatusOr<store::ExecWithOutput> full =
-                                        manager->ExecOutput(handle->record.id);
+                                        execs->Output(handle->record.id);
                                     if (!full.ok()) {
                                       return res.Error(full.status());
                                     }
@@ -130,13 +130,13 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
 
   ABOX_RETURN_IF_ERROR(router.Add(
       "GET", absl::StrCat(kExecPath, "/output"),
-      [manager](Request& req, Responder& res) {
+      [execs](Request& req, Responder& res) {
         absl::Status query = CheckQuery(req, {"after"});
         absl::StatusOr<int64_t> after = QueryInt(req, "after", 0, 0, INT64_MAX);
         if (!query.ok() || !after.ok()) {
           return res.Error(!query.ok() ? query : after.status());
         }
-        absl::StatusOr<ExecHandle> handle = manager->FindExec(req.Param("id"), req.Param("exec"));
+        absl::StatusOr<ExecHandle> handle = execs->Find(req.Param("id"), req.Param("exec"));
         if (!handle.ok()) {
           return res.Error(handle.status());
         }
@@ -144,7 +144,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
         http::Stream stream = sse ? res.StartSse() : res.StartNdjson();
         OutputSink sink = SinkFor(stream, sse);
         if (handle->live == nullptr) {
-          absl::StatusOr<store::ExecWithOutput> full = manager->ExecOutput(handle->record.id);
+          absl::StatusOr<store::ExecWithOutput> full = execs->Output(handle->record.id);
           if (full.ok()) {
             ReplayOutput(*full, *after, sink);
           }
@@ -168,13 +168,13 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
 
   ABOX_RETURN_IF_ERROR(router.Add(
       "POST", absl::StrCat(kExecPath, "/stdin"),
-      [manager](Request& req, Responder& res) {
+      [execs](Request& req, Responder& res) {
         absl::Status query = CheckQuery(req, {"eof"});
         absl::StatusOr<bool> eof = QueryBool(req, "eof", false);
         if (!query.ok() || !eof.ok()) {
           return res.Error(!query.ok() ? query : eof.status());
         }
-        absl::StatusOr<ExecHandle> handle = manager->FindExec(req.Param("id"), req.Param("exec"));
+        absl::StatusOr<ExecHandle> handle = execs->Find(req.Param("id"), req.Param("exec"));
         if (!handle.ok()) {
           return res.Error(handle.status());
         }
@@ -195,7 +195,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
 
   ABOX_RETURN_IF_ERROR(router.Add(
       "POST", absl::StrCat(kExecPath, "/signal"),
-      [manager](Request& req, Responder& res) {
+      [execs](Request& req, Responder& res) {
         if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
           return res.Error(s);
         }
@@ -203,7 +203,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
         if (!signal.ok()) {
           return res.Error(signal.status());
         }
-        absl::StatusOr<ExecHandle> handle = manager->FindExec(req.Param("id"), req.Param("exec"));
+        absl::StatusOr<ExecHandle> handle = execs->Find(req.Param("id"), req.Param("exec"));
         if (!handle.ok()) {
           return res.Error(handle.status());
         }
@@ -219,7 +219,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
 
   ABOX_RETURN_IF_ERROR(router.Add(
       "POST", absl::StrCat(kExecPath, "/resize"),
-      [manager](Request& req, Responder& res) {
+      [execs](Request& req, Responder& res) {
         if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
           return res.Error(s);
         }
@@ -227,7 +227,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
         if (!size.ok()) {
           return res.Error(size.status());
         }
-        absl::StatusOr<ExecHandle> handle = manager->FindExec(req.Param("id"), req.Param("exec"));
+        absl::StatusOr<ExecHandle> handle = execs->Find(req.Param("id"), req.Param("exec"));
         if (!handle.ok()) {
           return res.Error(handle.status());
         }
@@ -245,13 +245,13 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
 
   ABOX_RETURN_IF_ERROR(router.Add(
       "GET", absl::StrCat(kExecPath, "/wait"),
-      [manager, timers](Request& req, Responder& res) {
+      [execs, timers](Request& req, Responder& res) {
         absl::Status query = CheckQuery(req, {"timeout_ms"});
         absl::StatusOr<int64_t> timeout_ms = QueryInt(req, "timeout_ms", 3600000, 0, 3600000);
         if (!query.ok() || !timeout_ms.ok()) {
           return res.Error(!query.ok() ? query : timeout_ms.status());
         }
-        absl::StatusOr<ExecHandle> handle = manager->FindExec(req.Param("id"), req.Param("exec"));
+        absl::StatusOr<ExecHandle> handle = execs->Find(req.Param("id"), req.Param("exec"));
         if (!handle.ok()) {
           return res.Error(handle.status());
         }

@@ -42,59 +42,67 @@ absl::StatusOr<store::SandboxFilter> FilterOf(const Request& request) {
 }  // namespace
 
 absl::Status AddSandboxRoutes(http::Router& router, Services& services) {
-  SandboxManager* manager = services.manager;
-
-  ABOX_RETURN_IF_ERROR(router.Add("GET", "/v1/sandboxes", [manager](Request& req, Responder& res) {
-    absl::StatusOr<store::SandboxFilter> filter = FilterOf(req);
-    if (!filter.ok()) {
-      return res.Error(filter.status());
-    }
-    absl::StatusOr<std::vector<SandboxView>> views = manager->List(*filter);
-    if (!views.ok()) {
-      return res.Error(views.status());
-    }
-    nlohmann::json list = nlohmann::json::array();
-    for (const SandboxView& v : *views) {
-      list.push_back(ViewJson(v));
-    }
-    res.Json(200, {{"sandboxes", std::move(list)}});
-  }));
+  SandboxService* sandboxes = services.sandboxes;
 
   ABOX_RETURN_IF_ERROR(
-      router.Add("POST", "/v1/sandboxes",
-                 [manager](Request& req, Responder& res) {
-                   absl::Status query = CheckQuery(req, {"wait"});
-                   absl::StatusOr<bool> wait = QueryBool(req, "wait", true);
-                   if (!query.ok() || !wait.ok()) {
-                     return res.Error(!query.ok() ? query : wait.status());
-                   }
-                   absl::StatusOr<api::SandboxCreate> create = api::DecodeSandboxCreate(req.body);
-                   if (!create.ok()) {
-                     return res.Error(create.status());
-                   }
-                   Responder early = res;
-                   absl::StatusOr<SandboxView> view =
-                       manager->Create(*create, [&](const SandboxView& accepted) {
-                         if (!*wait) {
-                           early.Json(202, ViewJson(accepted));
-                         }
-                       });
-                   if (res.responded()) {
-                     return;  // 202 went out at acceptance; the outcome shows in GET and the events
-                   }
-                   if (!view.ok()) {
-                     return res.Error(view.status());
-                   }
-                   res.Json(201, ViewJson(*view));
-                 },
-                 {.blocking = true}));
+      router.Add("GET", "/v1/sandboxes", [sandboxes](Request& req, Responder& res) {
+        absl::StatusOr<store::SandboxFilter> filter = FilterOf(req);
+        if (!filter.ok()) {
+          return res.Error(filter.status());
+        }
+        absl::StatusOr<std::vector<SandboxView>> views = sandboxes->List(*filter);
+        if (!views.ok()) {
+          return res.Error(views.status());
+        }
+        nlohmann::json list = nlohmann::json::array();
+        for (const SandboxView& v : *views) {
+          list.push_back(ViewJson(v));
+        }
+        res.Json(200, {{"sandboxes", std::move(list)}});
+      }));
+
+  ABOX_RETURN_IF_ERROR(router.Add("POST", "/v1/sandboxes",
+                                  [sandboxes](Request& req, Responder& res) {
+                                    absl::Status query = CheckQuery(req, {"wait"});
+                                    absl::StatusOr<bool> wait = QueryBool(req, "wait", true);
+                                    if (!query.ok() || !wait.ok()) {
+                                      return res.Error(!query.ok() ? query : wait.status());
+                                    }
+                                    absl::StatusOr<api::SandboxCreate> create =
+                                        api::DecodeSandboxCreate(req.body);
+                                    if (!create.ok()) {
+                                      return res.Error(create.status());
+                                    }
+                                    // Admission runs here (a blocking worker); the boot, sync and
+                                    // setup run on a thread of the create's own, which answers a
+                                    // waiting client when done.
+                                    bool wait_for_it = *wait;
+                                    sandboxes->Create(
+                                        *create,
+                                        [res, wait_for_it](const SandboxView& accepted) mutable {
+                                          if (!wait_for_it) {
+                                            res.Json(202, ViewJson(accepted));
+                                          }
+                                        },
+                                        [res](absl::StatusOr<SandboxView> view) mutable {
+                                          if (res.responded()) {
+                                            return;  // 202 went out at acceptance; the outcome
+                                                     // shows in GET and the events
+                                          }
+                                          if (!view.ok()) {
+                                            return res.Error(view.status());
+                                          }
+                                          res.Json(201, ViewJson(*view));
+                                        });
+                                  },
+                                  {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(
-      router.Add("GET", "/v1/sandboxes/{id}", [manager](Request& req, Responder& res) {
+      router.Add("GET", "/v1/sandboxes/{id}", [sandboxes](Request& req, Responder& res) {
         if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
           return res.Error(s);
         }
-        absl::StatusOr<SandboxView> view = manager->Get(req.Param("id"));
+        absl::StatusOr<SandboxView> view = sandboxes->Get(req.Param("id"));
         if (!view.ok()) {
           return res.Error(view.status());
         }
@@ -102,13 +110,13 @@ absl::Status AddSandboxRoutes(http::Router& router, Services& services) {
       }));
 
   ABOX_RETURN_IF_ERROR(router.Add("DELETE", "/v1/sandboxes/{id}",
-                                  [manager](Request& req, Responder& res) {
+                                  [sandboxes](Request& req, Responder& res) {
                                     absl::Status query = CheckQuery(req, {"force"});
                                     absl::StatusOr<bool> force = QueryBool(req, "force", false);
                                     if (!query.ok() || !force.ok()) {
                                       return res.Error(!query.ok() ? query : force.status());
                                     }
-                                    if (absl::Status s = manager->Remove(req.Param("id"), *force);
+                                    if (absl::Status s = sandboxes->Remove(req.Param("id"), *force);
                                         !s.ok()) {
                                       return res.Error(s);
                                     }
@@ -117,12 +125,12 @@ absl::Status AddSandboxRoutes(http::Router& router, Services& services) {
                                   {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(router.Add("POST", "/v1/sandboxes/{id}/stop",
-                                  [manager](Request& req, Responder& res) {
+                                  [sandboxes](Request& req, Responder& res) {
                                     if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
                                       return res.Error(s);
                                     }
                                     absl::StatusOr<SandboxView> view =
-                                        manager->Stop(req.Param("id"));
+                                        sandboxes->Stop(req.Param("id"));
                                     if (!view.ok()) {
                                       return res.Error(view.status());
                                     }
@@ -131,14 +139,14 @@ absl::Status AddSandboxRoutes(http::Router& router, Services& services) {
                                   {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(router.Add("GET", "/v1/sandboxes/{id}/console",
-                                  [manager](Request& req, Responder& res) {
+                                  [sandboxes](Request& req, Responder& res) {
                                     absl::Status query = CheckQuery(req, {"tail"});
                                     absl::StatusOr<int64_t> tail =
                                         QueryInt(req, "tail", 65536, 1, 4 << 20);
                                     if (!query.ok() || !tail.ok()) {
                                       return res.Error(!query.ok() ? query : tail.status());
                                     }
-                                    absl::StatusOr<std::string> log = manager->ConsoleLog(
+                                    absl::StatusOr<std::string> log = sandboxes->ConsoleLog(
                                         req.Param("id"), static_cast<size_t>(*tail));
                                     if (!log.ok()) {
                                       return res.Error(log.status());

@@ -5,24 +5,32 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "src/base/clock.h"
 #include "src/daemon/egress_service.h"
 #include "src/daemon/event_bus.h"
 #include "src/daemon/http/router.h"
 #include "src/daemon/ledger.h"
-#include "src/daemon/sandbox_manager.h"
+#include "src/daemon/lifecycle/state_recorder.h"
+#include "src/daemon/services/exec_service.h"
+#include "src/daemon/services/guest_tools_gate.h"
+#include "src/daemon/services/sandbox_service.h"
 #include "src/daemon/timer_queue.h"
 #include "src/daemon/workspace_service.h"
 
 namespace abox::daemon {
 
 struct Services {
-  SandboxManager* manager = nullptr;
+  SandboxService* sandboxes = nullptr;
+  ExecService* execs = nullptr;
+  GuestToolsGate* guest_tools = nullptr;
+  StateRecorder* recorder = nullptr;
   EventBus* events = nullptr;
   Ledger* ledger = nullptr;
   TimerQueue* timers = nullptr;
   WorkspaceService* workspaces = nullptr;
   EgressService* egress = nullptr;  // null: the egress routes answer 501
-  absl::Time started = absl::Now();
+  base::Clock* clock = &base::SystemClock();
+  absl::Time started;
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml
 };
 

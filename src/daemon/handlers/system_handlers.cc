@@ -20,11 +20,12 @@ absl::Status AddSystemRoutes(http::Router& router, Services& services) {
         nlohmann::json body = {
             {"status", "ok"},
             {"pid", ::getpid()},
-            {"uptime_seconds", absl::ToDoubleSeconds(absl::Now() - s->started)},
-            {"sandboxes", s->manager->RunningCount()},
+            {"uptime_seconds", absl::ToDoubleSeconds(s->clock->Now() - s->started)},
+            {"sandboxes", s->sandboxes->RunningCount()},
             {"ledger", s->ledger->Usage().ToJson()},
+            {"noted_failures", s->recorder->noted_failures()},
         };
-        if (std::string accel = s->manager->LastAccel(); !accel.empty()) {
+        if (std::string accel = s->sandboxes->LastAccel(); !accel.empty()) {
           body["accel"] = accel;
         }
         res.Json(200, body);

@@ -53,7 +53,7 @@ absl::StatusOr<PullRequest> DecodePull(const Request& req) {
 // Runs a workspace operation through the sandbox's guest tools on a blocking handler thread.
 template <typename Fn>
 void WithTools(Services& services, Request& req, Responder& res, Fn fn) {
-  absl::Status s = services.manager->WithGuestTools(
+  absl::Status s = services.guest_tools->WithGuestTools(
       req.Param("id"), [&](const store::SandboxRecord& record, workspace::GuestTools& tools) {
         return fn(record.id, tools);
       });

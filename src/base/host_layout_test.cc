@@ -1,4 +1,4 @@
-#include "src/image/paths.h"
+#include "src/base/host_layout.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace abox::image {
+namespace abox::base {
 namespace {
 
 GetEnvFn FakeEnv(std::map<std::string, std::string> vars) {
@@ -16,11 +16,11 @@ GetEnvFn FakeEnv(std::map<std::string, std::string> vars) {
   };
 }
 
-TEST(PathsTest, ExplicitVariablesWin) {
-  auto p = ResolvePaths(FakeEnv({{"ABOX_HOME", "/data/abox"},
-                                 {"ABOX_CACHE_DIR", "/fast/cache/"},
-                                 {"XDG_CACHE_HOME", "/xdg/cache"},
-                                 {"HOME", "/home/u"}}));
+TEST(HostLayoutTest, ExplicitVariablesWin) {
+  auto p = ResolveHostLayout(FakeEnv({{"ABOX_HOME", "/data/abox"},
+                                      {"ABOX_CACHE_DIR", "/fast/cache/"},
+                                      {"XDG_CACHE_HOME", "/xdg/cache"},
+                                      {"HOME", "/home/u"}}));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->home, "/data/abox");
   EXPECT_EQ(p->cache_dir, "/fast/cache/");
@@ -28,30 +28,21 @@ TEST(PathsTest, ExplicitVariablesWin) {
   EXPECT_EQ(p->LogsDir(), "/fast/cache/logs");
 }
 
-TEST(PathsTest, FallsBackToXdgThenHome) {
-  auto p = ResolvePaths(FakeEnv({{"XDG_CACHE_HOME", "/xdg/cache"}, {"HOME", "/home/u"}}));
+TEST(HostLayoutTest, FallsBackToXdgThenHome) {
+  auto p = ResolveHostLayout(FakeEnv({{"XDG_CACHE_HOME", "/xdg/cache"}, {"HOME", "/home/u"}}));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->home, "/home/u/.local/share/abox");
   EXPECT_EQ(p->cache_dir, "/xdg/cache/abox");
 
-  p = ResolvePaths(FakeEnv({{"HOME", "/home/u"}, {"XDG_CACHE_HOME", "relative"}}));
+  p = ResolveHostLayout(FakeEnv({{"HOME", "/home/u"}, {"XDG_CACHE_HOME", "relative"}}));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->cache_dir, "/home/u/.cache/abox");  // Relative XDG values are ignored.
 }
 
-TEST(PathsTest, RejectsRelativeAboxHome) {
-  auto p = ResolvePaths(FakeEnv({{"ABOX_HOME", "abox"}, {"HOME", "/home/u"}}));
+TEST(HostLayoutTest, RejectsRelativeAboxHome) {
+  auto p = ResolveHostLayout(FakeEnv({{"ABOX_HOME", "abox"}, {"HOME", "/home/u"}}));
   EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(p.status().message().find("ABOX_HOME"), std::string::npos);
-}
-
-TEST(PathsTest, ValidatesImageNames) {
-  EXPECT_TRUE(ValidateImageName("default").ok());
-  EXPECT_TRUE(ValidateImageName("py3.11_big-1").ok());
-  for (const char* bad : {"", ".hidden", "..", "a/b", "Upper", "with space", "-x"}) {
-    EXPECT_EQ(ValidateImageName(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
-  }
-  EXPECT_FALSE(ValidateImageName(std::string(65, 'a')).ok());
 }
 
 TEST(SocketPathTest, AboxSocketWinsThenXdgRuntimeDirThenAboxHome) {
@@ -75,4 +66,4 @@ TEST(SocketPathTest, AboxSocketWinsThenXdgRuntimeDirThenAboxHome) {
 }
 
 }  // namespace
-}  // namespace abox::image
+}  // namespace abox::base

@@ -1,4 +1,4 @@
-#include "src/image/paths.h"
+#include "src/base/host_layout.h"
 
 #include <pwd.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace abox::image {
+namespace abox::base {
 namespace {
 
 absl::StatusOr<std::filesystem::path> HomeDir(const GetEnvFn& getenv_fn) {
@@ -52,13 +52,13 @@ absl::StatusOr<std::filesystem::path> Pick(const GetEnvFn& getenv_fn, const char
 
 }  // namespace
 
-absl::StatusOr<Paths> ResolvePaths() {
+absl::StatusOr<HostLayout> ResolveHostLayout() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use, nobody sets the environment.
-  return ResolvePaths([](const char* name) { return ::getenv(name); });
+  return ResolveHostLayout([](const char* name) { return ::getenv(name); });
 }
 
-absl::StatusOr<Paths> ResolvePaths(const GetEnvFn& getenv_fn) {
-  Paths paths;
+absl::StatusOr<HostLayout> ResolveHostLayout(const GetEnvFn& getenv_fn) {
+  HostLayout paths;
   auto home = Pick(getenv_fn, "ABOX_HOME", "XDG_DATA_HOME", ".local/share");
   if (!home.ok()) {
     return home.status();
@@ -99,27 +99,4 @@ absl::StatusOr<std::filesystem::path> ResolveSocketPath(const GetEnvFn& getenv_f
   }
   return home->lexically_normal() / "run" / "aboxd.sock";
 }
-
-absl::Status ValidateImageName(const std::string& name) {
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid image name '", name, "': ", why,
-                     " (use 1-64 characters of a-z, 0-9, '.', '_', '-', starting with a letter "
-                     "or digit)"));
-  };
-  if (name.empty() || name.size() > 64) {
-    return bad("wrong length");
-  }
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-    if (!ok) {
-      return bad("bad character");
-    }
-  }
-  if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9'))) {
-    return bad("bad first character");
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace abox::image
+}  // namespace abox::base

@@ -1,15 +1,15 @@
-// SandboxManager's exec path, shared by API execs (StartExec) and the setup commands of a
-// create (RunSetup): both are recorded in the exec history the same way.
+#include "src/daemon/services/setup_runner.h"
+
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "src/base/status_macros.h"
-#include "src/daemon/sandbox_manager.h"
-#include "src/proto/messages.h"
 
 namespace abox::daemon {
 namespace {
@@ -64,105 +64,33 @@ exit $abox_rc)sh");
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<LiveExec>> SandboxManager::LaunchExec(const std::string& sandbox_id,
-                                                                     runtime::AgentClient& agent,
-                                                                     const api::ExecCreate& request,
-                                                                     LiveExec::DoneFn on_done) {
-  store::ExecRecord exec;
-  exec.id = runtime::NewSandboxId();
-  exec.sandbox_id = sandbox_id;
-  exec.argv = request.argv;
-  exec.shell = request.shell;
-  exec.env = request.env;
-  exec.cwd = request.cwd;
-  exec.user = request.user;
-  exec.pty = request.pty.has_value();
-  exec.timeout_ms = request.timeout_ms;
-
-  proto::ExecRequest wire;
-  wire.argv = request.argv;
-  if (!request.shell.empty()) {
-    wire.shell = request.shell;
+absl::Status SetupRunner::Run(const std::string& id, runtime::Sandbox& sandbox,
+                              const api::SetupSpec& setup, std::vector<net::Rule> rules) {
+  if (ctx_->egress != nullptr) {
+    ctx_->egress->Widen(id, std::move(rules));
   }
-  wire.env = request.env;
-  wire.cwd = request.cwd;
-  if (wire.cwd.empty() && deps_.workspaces != nullptr) {
-    // Commands start in the workspace when one is bound.
-    nlohmann::json ws = deps_.workspaces->Describe(sandbox_id);
-    if (ws.is_object() && ws.contains("guest_path") && ws["guest_path"].is_string()) {
-      wire.cwd = ws["guest_path"].get<std::string>();
-    }
-  }
-  wire.user = request.user;
-  wire.timeout_ms = static_cast<uint64_t>(request.timeout_ms);
-  wire.stdin_open = request.stdin_open;
-  if (request.pty) {
-    wire.pty = proto::PtySize{static_cast<uint16_t>(request.pty->first),
-                              static_cast<uint16_t>(request.pty->second)};
-  }
-
-  ABOX_ASSIGN_OR_RETURN(store::ExecRecord stored, deps_.execs->Insert(exec));
-  absl::StatusOr<std::unique_ptr<runtime::Exec>> started = agent.StartExec(wire);
-  if (!started.ok()) {
-    store::ExecResult result;
-    result.state = store::ExecState::kFailed;
-    result.error = std::string(started.status().message());
-    (void)deps_.execs->Finish(stored.id, result);
-    return absl::UnavailableError(absl::StrCat("cannot start the command in sandbox ", sandbox_id,
-                                               ": ", started.status().message()));
-  }
-  std::shared_ptr<LiveExec> live = LiveExec::Start(
-      *std::move(started), stored,
-      {.stdin_open = request.stdin_open, .kill_on_disconnect = request.kill_on_disconnect},
-      *deps_.execs, *deps_.events, std::move(on_done));
-  if (request.kill_on_disconnect) {
-    // Between the create and the attach no connection watches the command: a client killed
-    // there would leave it running for ever. Not attached by the deadline, it is killed.
-    std::weak_ptr<LiveExec> weak = live;
-    absl::Duration deadline = options_.exec_attach_deadline;
-    deps_.timers->RunAfter(deadline, [weak, deadline] {
-      if (std::shared_ptr<LiveExec> exec = weak.lock()) {
-        exec->KillIfNeverAttached(deadline);
-      }
-    });
-  }
-  nlohmann::json payload = {{"exec_id", stored.id}};
-  if (!stored.argv.empty()) {
-    payload["argv"] = stored.argv;
-  } else {
-    payload["shell"] = stored.shell;
-  }
-  deps_.events->Publish(sandbox_id, store::event_type::kExecStarted, payload);
-  return live;
-}
-
-absl::Status SandboxManager::RunSetup(const std::string& id, runtime::Sandbox& sandbox,
-                                      const api::SetupSpec& setup, std::vector<net::Rule> rules) {
-  if (deps_.egress != nullptr) {
-    deps_.egress->Widen(id, std::move(rules));
-  }
-  absl::Status ran = RunSetupCommands(id, sandbox, setup);
+  absl::Status ran = RunCommands(id, sandbox, setup);
   // Before the sandbox is handed over, whatever happened: the setup policy's connections end
   // with it (a background process holding a tunnel open included).
-  if (deps_.egress != nullptr) {
-    if (absl::Status narrowed = deps_.egress->Narrow(id); ran.ok() && !narrowed.ok()) {
+  if (ctx_->egress != nullptr) {
+    if (absl::Status narrowed = ctx_->egress->Narrow(id); ran.ok() && !narrowed.ok()) {
       return narrowed;
     }
   }
   return ran;
 }
 
-absl::Status SandboxManager::RunSetupCommands(const std::string& id, runtime::Sandbox& sandbox,
-                                              const api::SetupSpec& setup) {
+absl::Status SetupRunner::RunCommands(const std::string& id, runtime::Sandbox& sandbox,
+                                      const api::SetupSpec& setup) {
   const absl::Duration budget =
-      setup.timeout_seconds > 0 ? absl::Seconds(setup.timeout_seconds) : options_.setup_timeout;
-  const absl::Time deadline = absl::Now() + budget;
-  deps_.events->Publish(id, "setup_started",
+      setup.timeout_seconds > 0 ? absl::Seconds(setup.timeout_seconds) : ctx_->options.setup_timeout;
+  const absl::Time deadline = ctx_->clock->Now() + budget;
+  ctx_->events->Publish(id, "setup_started",
                         {{"commands", setup.commands},
                          {"allow", setup.allow},
                          {"timeout_seconds", absl::ToInt64Seconds(budget)}});
   auto timed_out = [&](const std::string& command, const std::string& exec_id) {
-    deps_.events->Publish(id, "setup_failed",
+    ctx_->events->Publish(id, "setup_failed",
                           {{"command", command}, {"exec_id", exec_id}, {"timed_out", true}});
     std::string exec = exec_id.empty() ? "" : absl::StrCat(" (exec ", exec_id, ")");
     return absl::DeadlineExceededError(absl::StrCat(
@@ -171,7 +99,7 @@ absl::Status SandboxManager::RunSetupCommands(const std::string& id, runtime::Sa
         "; give setup more time (setup.timeout_seconds) or make the command faster"));
   };
   for (const std::string& command : setup.commands) {
-    const absl::Duration left = deadline - absl::Now();
+    const absl::Duration left = deadline - ctx_->clock->Now();
     if (left <= absl::ZeroDuration()) {
       return timed_out(command, "");
     }
@@ -190,7 +118,7 @@ absl::Status SandboxManager::RunSetupCommands(const std::string& id, runtime::Sa
     };
     auto done = std::make_shared<Done>();
     ABOX_ASSIGN_OR_RETURN(std::shared_ptr<LiveExec> live,
-                          LaunchExec(id, sandbox.agent(), exec, nullptr));
+                          execs_->Launch(id, sandbox.agent(), exec, nullptr));
     live->OnDone([done](const store::ExecRecord& record) {
       std::lock_guard lock(done->mu);
       done->record = record;
@@ -218,13 +146,13 @@ absl::Status SandboxManager::RunSetupCommands(const std::string& id, runtime::Sa
     } else {
       how = absl::StrCat("failed: ", result.error.empty() ? "no exit status" : result.error);
     }
-    std::string tail = OutputTail(*deps_.execs, ended.id);
-    deps_.events->Publish(id, "setup_failed", {{"command", command}, {"exec_id", ended.id}});
+    std::string tail = OutputTail(*ctx_->execs, ended.id);
+    ctx_->events->Publish(id, "setup_failed", {{"command", command}, {"exec_id", ended.id}});
     return absl::AbortedError(absl::StrCat(
         "setup command \"", command, "\" ", how, " (exec ", ended.id, ")",
         tail.empty() ? "; it printed nothing" : absl::StrCat("; its last output:\n", tail)));
   }
-  deps_.events->Publish(id, "setup_finished", {{"commands", setup.commands.size()}});
+  ctx_->events->Publish(id, "setup_finished", {{"commands", setup.commands.size()}});
   return absl::OkStatus();
 }
 

@@ -1,0 +1,154 @@
+#include "src/daemon/daemon.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "src/base/status_macros.h"
+#include "src/runtime/sandbox.h"
+#include "src/store/migrations.h"
+
+namespace abox::daemon {
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, DaemonDeps deps) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->config_ = std::move(config);
+  const base::HostLayout& layout = d->config_.layout;
+  std::error_code ec;
+  std::filesystem::create_directories(layout.home, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create $ABOX_HOME ", layout.home.string(), ": ", ec.message(),
+                     "; set ABOX_HOME to a writable directory"));
+  }
+  ::chmod(layout.home.c_str(), 0700);
+  d->clock_ = deps.clock != nullptr ? deps.clock : &base::SystemClock();
+  base::Clock* clock = d->clock_;
+  store::Clock store_clock = [clock] { return clock->Now(); };
+
+  absl::StatusOr<std::unique_ptr<store::Database>> db =
+      store::OpenStateDatabase(layout.StateDatabase().string());
+  if (!db.ok()) {
+    return absl::Status(db.status().code(), absl::StrCat("cannot open the state database: ",
+                                                         db.status().message()));
+  }
+  d->db_ = *std::move(db);
+  d->sandbox_repo_ = std::make_unique<store::SandboxRepo>(*d->db_, store_clock);
+  d->exec_repo_ = std::make_unique<store::ExecRepo>(*d->db_);
+  d->event_repo_ = std::make_unique<store::EventRepo>(*d->db_);
+  d->egress_repo_ = std::make_unique<store::EgressRepo>(*d->db_);
+  d->events_ = std::make_unique<EventBus>(*d->event_repo_);
+  d->ledger_ = std::make_unique<Ledger>(d->config_.budget);
+  d->timers_ = std::make_unique<TimerQueue>();
+  if (deps.vmm != nullptr) {
+    d->vmm_ = std::move(deps.vmm);
+  } else {
+    absl::StatusOr<std::unique_ptr<vmm::Vmm>> qemu = runtime::CreateDefaultVmm(layout);
+    if (!qemu.ok()) {
+      return absl::Status(qemu.status().code(),
+                          absl::StrCat("cannot set up QEMU: ", qemu.status().message()));
+    }
+    d->vmm_ = *std::move(qemu);
+  }
+  absl::StatusOr<std::unique_ptr<EgressService>> egress =
+      EgressService::Create(*d->egress_repo_, *d->events_, d->config_.egress);
+  if (!egress.ok()) {
+    return absl::Status(egress.status().code(),
+                        absl::StrCat("cannot set up egress: ", egress.status().message()));
+  }
+  d->egress_ = *std::move(egress);
+  absl::StatusOr<std::unique_ptr<WorkspaceService>> workspaces =
+      WorkspaceService::Create(layout.home.string());
+  if (!workspaces.ok()) {
+    return absl::Status(workspaces.status().code(), absl::StrCat("cannot set up workspaces: ",
+                                                                 workspaces.status().message()));
+  }
+  d->workspaces_ = *std::move(workspaces);
+
+  d->recorder_ = std::make_unique<StateRecorder>(*d->sandbox_repo_, *d->events_);
+  d->registry_ = std::make_unique<Registry>();
+  d->context_ = std::make_unique<SandboxContext>(SandboxContext{
+      .options = d->config_.sandbox,
+      .layout = layout,
+      .clock = clock,
+      .vmm = d->vmm_.get(),
+      .sandboxes = d->sandbox_repo_.get(),
+      .execs = d->exec_repo_.get(),
+      .recorder = d->recorder_.get(),
+      .registry = d->registry_.get(),
+      .events = d->events_.get(),
+      .ledger = d->ledger_.get(),
+      .timers = d->timers_.get(),
+      .workspaces = d->workspaces_.get(),
+      .egress = d->egress_.get(),
+  });
+  d->gate_ = std::make_unique<GuestToolsGate>(*d->context_);
+  d->exec_service_ = std::make_unique<ExecService>(*d->context_, *d->gate_);
+  d->exec_service_->set_alive(d->alive_);
+  d->setup_runner_ = std::make_unique<SetupRunner>(*d->context_, *d->exec_service_);
+  d->sandbox_service_ =
+      std::make_unique<SandboxService>(*d->context_, *d->gate_, *d->setup_runner_);
+  SandboxService* sandboxes = d->sandbox_service_.get();
+  d->reaper_ = std::make_unique<Reaper>(
+      *d->context_, [sandboxes](const std::string& id, const std::string& reason,
+                                const std::string& expiry) {
+        sandboxes->StopExpired(id, reason, expiry);
+      });
+
+  Services& s = d->services_;
+  s.sandboxes = sandboxes;
+  s.execs = d->exec_service_.get();
+  s.guest_tools = d->gate_.get();
+  s.recorder = d->recorder_.get();
+  s.events = d->events_.get();
+  s.ledger = d->ledger_.get();
+  s.timers = d->timers_.get();
+  s.workspaces = d->workspaces_.get();
+  s.egress = d->egress_.get();
+  s.clock = clock;
+  s.started = clock->Now();
+  s.openapi_yaml = d->config_.openapi_yaml;
+  http::Router router;
+  if (absl::Status r = RegisterRoutes(router, s); !r.ok()) {
+    return absl::InternalError(absl::StrCat("internal: ", r.message()));
+  }
+  d->routes_ = router.Routes();
+  // The socket's lock says that this is the only aboxd of this user, which recovery relies
+  // on. Clients that connect now wait in the backlog until Start().
+  ABOX_ASSIGN_OR_RETURN(d->server_, http::Server::Create(d->config_.server, std::move(router)));
+  return d;
+}
+
+absl::Status Daemon::Start() {
+  if (absl::Status s = workspaces_->Recover(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot recover interrupted applies: ", s.message()));
+  }
+  if (absl::Status s = sandbox_service_->Recover(); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("cannot recover the sandboxes of the previous run: ",
+                                               s.message()));
+  }
+  ABOX_RETURN_IF_ERROR(server_->Start());
+  reaper_->Start();
+  return absl::OkStatus();
+}
+
+void Daemon::Shutdown() {
+  if (shut_down_) {
+    return;
+  }
+  shut_down_ = true;
+  server_->Stop();
+  reaper_->Stop();
+  sandbox_service_->Shutdown();
+  alive_.reset();
+  timers_->Stop();
+}
+
+Daemon::~Daemon() {
+  if (server_ != nullptr) {
+    Shutdown();
+  }
+}
+
+}  // namespace abox::daemon

@@ -1,0 +1,120 @@
+// The one composition root of aboxd: the store, the services in order, the routes and the
+// server; recovery in order at Start, shutdown in order. aboxd's main and the test daemon
+// (src/daemon/testing/test_daemon.h) both build the daemon here, with different boundaries
+// (QEMU or a fake VMM, the system clock or a fake one).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "src/base/clock.h"
+#include "src/base/host_layout.h"
+#include "src/daemon/egress_service.h"
+#include "src/daemon/event_bus.h"
+#include "src/daemon/handlers/services.h"
+#include "src/daemon/http/server.h"
+#include "src/daemon/ledger.h"
+#include "src/daemon/lifecycle/live_sandbox.h"
+#include "src/daemon/lifecycle/reaper.h"
+#include "src/daemon/lifecycle/sandbox_context.h"
+#include "src/daemon/lifecycle/state_recorder.h"
+#include "src/daemon/services/exec_service.h"
+#include "src/daemon/services/guest_tools_gate.h"
+#include "src/daemon/services/sandbox_service.h"
+#include "src/daemon/services/setup_runner.h"
+#include "src/daemon/timer_queue.h"
+#include "src/daemon/workspace_service.h"
+#include "src/store/database.h"
+#include "src/store/egress_repo.h"
+#include "src/store/event_repo.h"
+#include "src/store/exec_repo.h"
+#include "src/store/sandbox_repo.h"
+#include "src/vmm/vmm.h"
+
+namespace abox::daemon {
+
+// Everything aboxd is configured with, resolved once (flags, environment) by its caller.
+struct DaemonConfig {
+  base::HostLayout layout;
+  // unix_socket_path is required; the rest as http::ServerOptions says.
+  http::ServerOptions server;
+  Budget budget;
+  EgressServiceOptions egress;
+  SandboxOptions sandbox;
+  std::string openapi_yaml;  // served at GET /v1/openapi.yaml
+};
+
+// The boundaries, injected.
+struct DaemonDeps {
+  std::unique_ptr<vmm::Vmm> vmm;  // null: QEMU, with this user's settings
+  base::Clock* clock = nullptr;   // null: the system clock
+};
+
+class Daemon final {
+ public:
+  // Opens the state, builds every service and the server (whose socket lock makes this the
+  // only aboxd of the user). Serves nothing until Start().
+  static absl::StatusOr<std::unique_ptr<Daemon>> Create(DaemonConfig config, DaemonDeps deps);
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+  ~Daemon();
+
+  // Recovers what the previous aboxd left (interrupted applies, then sandboxes), serves, and
+  // starts the TTL / idle reaper.
+  [[nodiscard]] absl::Status Start();
+  // Stops serving, ends the creates in flight, leaves every running sandbox running (for the
+  // next aboxd), stops the timers. Idempotent.
+  void Shutdown();
+
+  [[nodiscard]] http::Server& server() { return *server_; }
+  [[nodiscard]] SandboxService& sandboxes() { return *sandbox_service_; }
+  [[nodiscard]] ExecService& execs() { return *exec_service_; }
+  [[nodiscard]] Reaper& reaper() { return *reaper_; }
+  [[nodiscard]] StateRecorder& recorder() { return *recorder_; }
+  [[nodiscard]] Ledger& ledger() { return *ledger_; }
+  [[nodiscard]] EventBus& events() { return *events_; }
+  [[nodiscard]] WorkspaceService& workspaces() { return *workspaces_; }
+  [[nodiscard]] EgressService& egress() { return *egress_; }
+  [[nodiscard]] store::SandboxRepo& sandbox_repo() { return *sandbox_repo_; }
+  [[nodiscard]] store::ExecRepo& exec_repo() { return *exec_repo_; }
+  [[nodiscard]] vmm::Vmm& vmm() { return *vmm_; }
+  [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& routes() const {
+    return routes_;
+  }
+
+ private:
+  Daemon() = default;
+
+  DaemonConfig config_;
+  base::Clock* clock_ = nullptr;
+  std::unique_ptr<vmm::Vmm> vmm_;
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<store::SandboxRepo> sandbox_repo_;
+  std::unique_ptr<store::ExecRepo> exec_repo_;
+  std::unique_ptr<store::EventRepo> event_repo_;
+  std::unique_ptr<store::EgressRepo> egress_repo_;
+  std::unique_ptr<EventBus> events_;
+  std::unique_ptr<Ledger> ledger_;
+  std::unique_ptr<TimerQueue> timers_;
+  std::unique_ptr<EgressService> egress_;
+  std::unique_ptr<WorkspaceService> workspaces_;
+  std::unique_ptr<StateRecorder> recorder_;
+  std::unique_ptr<Registry> registry_;
+  std::unique_ptr<SandboxContext> context_;
+  std::unique_ptr<GuestToolsGate> gate_;
+  std::unique_ptr<ExecService> exec_service_;
+  std::unique_ptr<SetupRunner> setup_runner_;
+  std::unique_ptr<SandboxService> sandbox_service_;
+  std::unique_ptr<Reaper> reaper_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  Services services_;
+  std::vector<std::pair<std::string, std::string>> routes_;
+  std::unique_ptr<http::Server> server_;
+  bool shut_down_ = false;
+};
+
+}  // namespace abox::daemon

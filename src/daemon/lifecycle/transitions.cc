@@ -1,0 +1,99 @@
+#include "src/daemon/lifecycle/transitions.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "src/store/event_repo.h"
+
+namespace abox::daemon {
+
+using S = SandboxState;
+namespace event = store::event_type;
+
+const std::vector<TransitionRule>& TransitionTable() {
+  static const auto* const table = new std::vector<TransitionRule>{
+      {S::kCreating, S::kReady, event::kReady, "booted, workspace synced in, setup done"},
+      {S::kCreating, S::kFailed, event::kFailed,
+       "a create step failed (its undo ran), or aboxd stopped during the create"},
+      {S::kReady, S::kStopping, "", "stop requested, or its TTL or idle timeout passed"},
+      {S::kReady, S::kFailed, event::kFailed,
+       "the VM died or the guest broke the protocol, or it died while aboxd was not running"},
+      {S::kStopping, S::kStopped, event::kStopped, "the VM is gone and its capacity released"},
+      {S::kStopped, S::kRemoved, event::kRemoved, "removed: the record and its history go"},
+      {S::kFailed, S::kRemoved, event::kRemoved, "removed: the record and its history go"},
+  };
+  return *table;
+}
+
+const TransitionRule* FindTransition(SandboxState from, SandboxState to) {
+  for (const TransitionRule& rule : TransitionTable()) {
+    if (rule.from == from && rule.to == to) {
+      return &rule;
+    }
+  }
+  return nullptr;
+}
+
+const std::vector<OperationRule>& OperationTable() {
+  using O = Operation;
+  using V = Verdict;
+  constexpr const char* kNoExec = ": only ready sandboxes run commands (create a new one)";
+  constexpr const char* kNoTools = ": the workspace is read through a running sandbox";
+  constexpr const char* kBusy = ": retry once it is ready or stopped (watch with abox events)";
+  static const auto* const table = new std::vector<OperationRule>{
+      {O::kExec, S::kReady, V::kAllow, ""},
+      {O::kExec, S::kCreating, V::kRefuse,
+       ": only ready sandboxes run commands (wait for it to boot)"},
+      {O::kExec, S::kStopping, V::kRefuse, kNoExec},
+      {O::kExec, S::kStopped, V::kRefuse, kNoExec},
+      {O::kExec, S::kFailed, V::kRefuse, kNoExec},
+
+      {O::kWorkspace, S::kReady, V::kAllow, ""},
+      {O::kWorkspace, S::kCreating, V::kRefuse, kNoTools},
+      {O::kWorkspace, S::kStopping, V::kRefuse, kNoTools},
+      {O::kWorkspace, S::kStopped, V::kRefuse, kNoTools},
+      {O::kWorkspace, S::kFailed, V::kRefuse, kNoTools},
+
+      {O::kStop, S::kReady, V::kAllow, ""},
+      {O::kStop, S::kCreating, V::kRefuse, ": wait until it is ready (or failed), then retry"},
+      {O::kStop, S::kStopping, V::kRefuse, " and already stopping: retry in a moment"},
+      {O::kStop, S::kStopped, V::kAlreadyDone, ""},
+      {O::kStop, S::kFailed, V::kAlreadyDone, ""},
+
+      {O::kRemove, S::kStopped, V::kAllow, ""},
+      {O::kRemove, S::kFailed, V::kAllow, ""},
+      {O::kRemove, S::kCreating, V::kRefuse, kBusy},
+      {O::kRemove, S::kStopping, V::kRefuse, kBusy},
+      {O::kRemove, S::kReady, V::kRefuse,
+       " (running): stop it first (abox stop {id}) or remove it anyway with force "
+       "(abox rm -f {id})"},
+
+      {O::kForceRemove, S::kStopped, V::kAllow, ""},
+      {O::kForceRemove, S::kFailed, V::kAllow, ""},
+      {O::kForceRemove, S::kReady, V::kAllow, ""},
+      {O::kForceRemove, S::kCreating, V::kRefuse, kBusy},
+      {O::kForceRemove, S::kStopping, V::kRefuse, kBusy},
+  };
+  return *table;
+}
+
+std::string StateText(const store::SandboxRecord& r) {
+  return absl::StrCat("sandbox ", r.id, r.name.empty() ? "" : absl::StrCat(" (", r.name, ")"),
+                      " is ", store::SandboxStateName(r.state));
+}
+
+Decision Decide(Operation op, const store::SandboxRecord& sandbox) {
+  for (const OperationRule& rule : OperationTable()) {
+    if (rule.op == op && rule.state == sandbox.state) {
+      if (rule.verdict != Verdict::kRefuse) {
+        return {rule.verdict, absl::OkStatus()};
+      }
+      return {Verdict::kRefuse,
+              absl::FailedPreconditionError(absl::StrCat(
+                  StateText(sandbox), absl::StrReplaceAll(rule.hint, {{"{id}", sandbox.id}})))};
+    }
+  }
+  return {Verdict::kRefuse,
+          absl::FailedPreconditionError(absl::StrCat(StateText(sandbox), ": not possible now"))};
+}
+
+}  // namespace abox::daemon

@@ -1,0 +1,197 @@
+#include "src/daemon/services/sandbox_service.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "src/base/fenced_remove.h"
+#include "src/base/io.h"
+#include "src/base/status_macros.h"
+#include "src/daemon/lifecycle/transitions.h"
+
+namespace abox::daemon {
+
+SandboxService::SandboxService(SandboxContext& ctx, GuestToolsGate& gate, SetupRunner& setup)
+    : ctx_(&ctx), gate_(&gate), setup_(&setup) {}
+
+SandboxService::~SandboxService() { Shutdown(); }
+
+std::function<void(const absl::Status&)> SandboxService::FailureCallback(const std::string& id) {
+  std::weak_ptr<bool> alive = alive_;
+  return [this, alive, id](const absl::Status& status) {
+    // On the agent's I/O thread: the cleanup blocks, so it moves to the timer thread.
+    if (alive.expired()) {
+      return;
+    }
+    ctx_->timers->Post([this, alive, id, status] {
+      if (!alive.expired()) {
+        OnAgentFailure(id, status);
+      }
+    });
+  };
+}
+
+api::SandboxLive SandboxService::LiveOf(const std::string& id) {
+  api::SandboxLive live;
+  if (std::shared_ptr<LiveSandbox> sandbox = ctx_->registry->Find(id)) {
+    live.running_execs = sandbox->running_execs();
+  }
+  if (ctx_->workspaces != nullptr) {
+    live.workspace = ctx_->workspaces->Describe(id);
+  }
+  if (ctx_->egress != nullptr) {
+    absl::StatusOr<net::EgressPolicy> egress = ctx_->egress->Effective(id);
+    if (egress.ok() && egress->mode) {
+      live.egress_mode = std::string(net::ModeName(*egress->mode));
+    }
+  }
+  return live;
+}
+
+absl::StatusOr<SandboxView> SandboxService::Get(absl::string_view ref) {
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
+  return SandboxView{record, LiveOf(record.id)};
+}
+
+absl::StatusOr<std::vector<SandboxView>> SandboxService::List(const store::SandboxFilter& filter) {
+  ABOX_ASSIGN_OR_RETURN(std::vector<store::SandboxRecord> records, ctx_->sandboxes->List(filter));
+  std::vector<SandboxView> views;
+  views.reserve(records.size());
+  for (store::SandboxRecord& r : records) {
+    api::SandboxLive live = LiveOf(r.id);
+    views.push_back({std::move(r), live});
+  }
+  return views;
+}
+
+absl::Status SandboxService::TearDown(const std::shared_ptr<LiveSandbox>& live,
+                                      const std::string& reason, bool detach) {
+  absl::Status status = live->TearDown(reason, detach);
+  if (ctx_->egress != nullptr) {
+    // After the agent failed: the tunnels are already broken, the threads end quickly.
+    ctx_->egress->Stop(live->id());
+  }
+  ctx_->registry->Remove(live->id());
+  if (!detach) {
+    ctx_->ledger->Release(live->id());
+  }
+  return status;
+}
+
+absl::Status SandboxService::StopLive(const std::shared_ptr<LiveSandbox>& live,
+                                      const std::string& reason, nlohmann::json stopped_payload) {
+  const std::string& id = live->id();
+  ABOX_RETURN_IF_ERROR(
+      ctx_->recorder->Transition(id, SandboxState::kReady, SandboxState::kStopping));
+  ctx_->recorder->Note(TearDown(live, reason, /*detach=*/false), absl::StrCat("stopping ", id));
+  return ctx_->recorder->Transition(id, SandboxState::kStopping, SandboxState::kStopped,
+                                    std::move(stopped_payload));
+}
+
+absl::StatusOr<SandboxView> SandboxService::Stop(absl::string_view ref) {
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
+  Decision decision = Decide(Operation::kStop, record);
+  if (decision.verdict == Verdict::kAlreadyDone) {
+    return SandboxView{record, {}};
+  }
+  if (decision.verdict == Verdict::kRefuse) {
+    return decision.refusal;
+  }
+  std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(record.id);
+  if (live == nullptr || !live->BeginStop()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(StateText(record), " and already stopping: retry in a moment"));
+  }
+  ABOX_RETURN_IF_ERROR(StopLive(live, "the sandbox was stopped", {{"reason", "stop requested"}}));
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord stopped, ctx_->sandboxes->Get(record.id));
+  return SandboxView{stopped, {}};
+}
+
+void SandboxService::StopExpired(const std::string& id, const std::string& reason,
+                                 const std::string& expiry) {
+  std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(id);
+  if (live == nullptr || !live->BeginStop()) {
+    return;  // booting (checked again once ready), or already stopping
+  }
+  spdlog::info("stopping sandbox {}: {}", id, reason);
+  ctx_->recorder->Note(StopLive(live, absl::StrCat("the sandbox was stopped: ", reason),
+                                {{"reason", reason}, {"expiry", expiry}}),
+                       absl::StrCat("stopping expired sandbox ", id));
+}
+
+absl::Status SandboxService::Remove(absl::string_view ref, bool force) {
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
+  Decision decision = Decide(force ? Operation::kForceRemove : Operation::kRemove, record);
+  if (decision.verdict == Verdict::kRefuse) {
+    return decision.refusal;
+  }
+  SandboxState from = record.state;
+  if (record.state == SandboxState::kReady) {
+    ABOX_ASSIGN_OR_RETURN(SandboxView stopped, Stop(record.id));
+    from = stopped.record.state;
+  }
+  // The VM's files went with the VM; what may be left is a kept console log, and a run dir a
+  // crash left behind. Both go through the one delete helper, fenced to $ABOX_HOME.
+  for (const std::filesystem::path& leftover :
+       {ctx_->layout.KeptConsoleLog(record.id), std::filesystem::path(record.run_dir)}) {
+    if (!leftover.empty()) {
+      ctx_->recorder->Note(base::RemoveUnder(ctx_->layout.home, leftover),
+                           absl::StrCat("removing ", leftover.string()));
+    }
+  }
+  if (ctx_->workspaces != nullptr) {
+    ctx_->recorder->Note(ctx_->workspaces->Forget(record.id),
+                         absl::StrCat("removing the workspace state of ", record.id));
+  }
+  return ctx_->recorder->Transition(record.id, from, SandboxState::kRemoved,
+                                    {{"name", record.name}});
+}
+
+absl::StatusOr<std::string> SandboxService::ConsoleLog(absl::string_view ref, size_t max_bytes) {
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
+  std::vector<std::string> paths;
+  if (std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(record.id)) {
+    paths = live->ConsoleLogPaths();
+  }
+  if (paths.empty()) {
+    paths = {ctx_->layout.KeptConsoleLog(record.id).string()};
+  }
+  std::string log;
+  for (const std::string& p : paths) {
+    if (auto data = base::ReadFile(p, 8 << 20); data.ok()) {
+      log += *data;
+    }
+  }
+  if (log.size() > max_bytes) {
+    log.erase(0, log.size() - max_bytes);
+  }
+  return log;
+}
+
+int SandboxService::RunningCount() { return ctx_->registry->size(); }
+
+std::string SandboxService::LastAccel() {
+  std::lock_guard lock(mu_);
+  return last_accel_;
+}
+
+void SandboxService::OnAgentFailure(const std::string& id, const absl::Status& status) {
+  std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(id);
+  if (live == nullptr) {
+    return;
+  }
+  if (!live->BeginStop()) {
+    return;  // a stop or a create's undo handles it
+  }
+  std::string report = live->FailureReport();
+  std::string why = absl::StrCat("the sandbox failed: ", status.message(),
+                                 report.empty() ? "" : absl::StrCat("; ", report));
+  spdlog::warn("{}: {}", id, why);
+  ctx_->recorder->Note(TearDown(live, why, /*detach=*/false),
+                       absl::StrCat("tearing down failed sandbox ", id));
+  ctx_->recorder->Note(ctx_->recorder->Transition(id, SandboxState::kReady, SandboxState::kFailed,
+                                                  {{"error", why}}, why),
+                       absl::StrCat("recording that sandbox ", id, " failed"));
+}
+
+}  // namespace abox::daemon

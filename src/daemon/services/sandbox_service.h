@@ -1,0 +1,120 @@
+// Sandboxes as the API sees them: create (a pipeline of steps with undo, whose boot, sync and
+// setup run on a thread of their own), get, list, stop, remove, console log; and what keeps
+// them true across failures and restarts (agent failures, recovery at start, the detach at
+// shutdown). Handlers call this; the lifecycle table decides what each state allows.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "src/api/resource_json.h"
+#include "src/daemon/lifecycle/background_tasks.h"
+#include "src/daemon/lifecycle/pipeline.h"
+#include "src/daemon/services/create_spec.h"
+#include "src/daemon/services/guest_tools_gate.h"
+#include "src/daemon/lifecycle/sandbox_context.h"
+#include "src/daemon/services/setup_runner.h"
+
+namespace abox::daemon {
+
+// A sandbox as the API shows it: the stored record plus live facts.
+struct SandboxView {
+  store::SandboxRecord record;
+  api::SandboxLive live;
+};
+
+struct CreateJob;
+
+// Thread-safe. Blocking methods (Create's admission, Stop, Remove, Recover) must not run on an
+// I/O thread.
+class SandboxService final {
+ public:
+  SandboxService(SandboxContext& ctx, GuestToolsGate& gate, SetupRunner& setup);
+  SandboxService(const SandboxService&) = delete;
+  SandboxService& operator=(const SandboxService&) = delete;
+  // Shuts down (see Shutdown).
+  ~SandboxService();
+
+  // After a daemon start, before serving: execs left running become interrupted, running
+  // sandboxes are re-attached (or marked failed with the reason when their VM died), booting
+  // and stopping ones are finished off.
+  [[nodiscard]] absl::Status Recover();
+
+  using AcceptedFn = std::function<void(const SandboxView&)>;
+  using DoneFn = std::function<void(absl::StatusOr<SandboxView>)>;
+  // Admits the request on the calling thread (checks it, reserves capacity, records the
+  // sandbox as creating, binds its workspace and policy) and calls `accepted`; then boots,
+  // syncs and sets it up on a thread of its own and calls `done` there with the ready sandbox
+  // or the failure (the sandbox then is listed as failed). A request refused at admission
+  // calls only `done`, on the calling thread, and leaves nothing behind.
+  void Create(const api::SandboxCreate& request, AcceptedFn accepted, DoneFn done);
+  // Create, waiting for the outcome.
+  [[nodiscard]] absl::StatusOr<SandboxView> CreateAndWait(const api::SandboxCreate& request);
+
+  // `ref`: id, name or unique id prefix.
+  [[nodiscard]] absl::StatusOr<SandboxView> Get(absl::string_view ref);
+  [[nodiscard]] absl::StatusOr<std::vector<SandboxView>> List(const store::SandboxFilter& filter);
+  // Stops the VM (running execs end as interrupted), releases its capacity; the record, exec
+  // history and console log stay until Remove. A stopped or failed sandbox is returned as is.
+  [[nodiscard]] absl::StatusOr<SandboxView> Stop(absl::string_view ref);
+  // Removes the sandbox, its files and its history. A running one needs `force`.
+  [[nodiscard]] absl::Status Remove(absl::string_view ref, bool force);
+  // The newest `max_bytes` of the console log (running sandboxes: the live log; others: the
+  // copy kept when they failed, if any).
+  [[nodiscard]] absl::StatusOr<std::string> ConsoleLog(absl::string_view ref, size_t max_bytes);
+
+  // The reaper's stop: `reason` says which timeout passed; `expiry` is "ttl" or "idle".
+  void StopExpired(const std::string& id, const std::string& reason, const std::string& expiry);
+
+  // Sandboxes live now (booting included), and the accelerator the last boot got ("" before
+  // any).
+  [[nodiscard]] int RunningCount();
+  [[nodiscard]] std::string LastAccel();
+
+  // Daemon shutdown: new creates are refused, creates in flight are ended (their undo runs:
+  // they are left failed), running execs end as interrupted, every running VM is left running
+  // (detached) for the next aboxd to re-attach. Idempotent.
+  void Shutdown();
+
+  // Tests: called before each create step (see Pipeline::Injector); the step names are
+  // kCreateSteps.
+  void set_create_injector(Pipeline::Injector injector);
+  static const std::vector<std::string>& CreateStepNames();
+
+ private:
+  friend struct CreateJob;
+  // Builds the create's steps (create_pipeline.cc).
+  void AddCreateSteps(const std::shared_ptr<CreateJob>& job);
+  // The view of a sandbox the API returns.
+  api::SandboxLive LiveOf(const std::string& id);
+  // ready -> stopping, teardown, stopping -> stopped with `stopped_payload`.
+  absl::Status StopLive(const std::shared_ptr<LiveSandbox>& live, const std::string& reason,
+                        nlohmann::json stopped_payload);
+  // Ends every exec with `reason`, tears the VM down (or detaches it), stops its egress,
+  // forgets it and (unless detached) releases its capacity.
+  absl::Status TearDown(const std::shared_ptr<LiveSandbox>& live, const std::string& reason,
+                        bool detach);
+  void OnAgentFailure(const std::string& id, const absl::Status& status);
+  // The agent's failure callback for sandbox `id`: moves the work to the timer thread.
+  std::function<void(const absl::Status&)> FailureCallback(const std::string& id);
+
+  SandboxContext* ctx_;
+  GuestToolsGate* gate_;
+  SetupRunner* setup_;
+  BackgroundTasks tasks_;
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<CreateJob>> creating_;  // creates past admission
+  std::string last_accel_;
+  bool shut_down_ = false;
+  Pipeline::Injector injector_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace abox::daemon
