@@ -18,9 +18,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   std::error_code ec;
   std::filesystem::create_directories(layout.home, ec);
   if (ec) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create $ABOX_HOME ", layout.home.string(), ": ", ec.message(),
-                     "; set ABOX_HOME to a writable directory"));
+    return absl::FailedPreconditionError(absl::StrCat("cannot create $ABOX_HOME ",
+                                                      layout.home.string(), ": ", ec.message(),
+                                                      "; set ABOX_HOME to a writable directory"));
   }
   ::chmod(layout.home.c_str(), 0700);
   d->clock_ = deps.clock != nullptr ? deps.clock : &base::SystemClock();
@@ -30,8 +30,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   absl::StatusOr<std::unique_ptr<store::Database>> db =
       store::OpenStateDatabase(layout.StateDatabase().string());
   if (!db.ok()) {
-    return absl::Status(db.status().code(), absl::StrCat("cannot open the state database: ",
-                                                         db.status().message()));
+    return absl::Status(db.status().code(),
+                        absl::StrCat("cannot open the state database: ", db.status().message()));
   }
   d->db_ = *std::move(db);
   d->sandbox_repo_ = std::make_unique<store::SandboxRepo>(*d->db_, store_clock);
@@ -61,8 +61,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   absl::StatusOr<std::unique_ptr<WorkspaceService>> workspaces =
       WorkspaceService::Create(layout.home.string());
   if (!workspaces.ok()) {
-    return absl::Status(workspaces.status().code(), absl::StrCat("cannot set up workspaces: ",
-                                                                 workspaces.status().message()));
+    return absl::Status(workspaces.status().code(),
+                        absl::StrCat("cannot set up workspaces: ", workspaces.status().message()));
   }
   d->workspaces_ = *std::move(workspaces);
 
@@ -91,8 +91,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
       std::make_unique<SandboxService>(*d->context_, *d->gate_, *d->setup_runner_);
   SandboxService* sandboxes = d->sandbox_service_.get();
   d->reaper_ = std::make_unique<Reaper>(
-      *d->context_, [sandboxes](const std::string& id, const std::string& reason,
-                                const std::string& expiry) {
+      *d->context_,
+      [sandboxes](const std::string& id, const std::string& reason, const std::string& expiry) {
         sandboxes->StopExpired(id, reason, expiry);
       });
 
@@ -122,11 +122,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
 
 absl::Status Daemon::Start() {
   if (absl::Status s = workspaces_->Recover(); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("cannot recover interrupted applies: ", s.message()));
+    return absl::Status(s.code(),
+                        absl::StrCat("cannot recover interrupted applies: ", s.message()));
   }
   if (absl::Status s = sandbox_service_->Recover(); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("cannot recover the sandboxes of the previous run: ",
-                                               s.message()));
+    return absl::Status(
+        s.code(), absl::StrCat("cannot recover the sandboxes of the previous run: ", s.message()));
   }
   ABOX_RETURN_IF_ERROR(server_->Start());
   reaper_->Start();

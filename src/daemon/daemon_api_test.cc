@@ -27,7 +27,6 @@ using ::testing::HasSubstr;
 class DaemonApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::setenv("ABOX_HOME", dir_.path().c_str(), 1);
     daemon_ = std::make_unique<testing::TestDaemon>(dir_.path(), budget_);
     daemon_->Start();
     client_ = daemon_->Connect();

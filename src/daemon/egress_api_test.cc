@@ -35,7 +35,6 @@ constexpr char kUpstream[] = "upstream.test";
 
 class EgressApiTest : public ::testing::Test {
  protected:
-  void SetUp() override { ::setenv("ABOX_HOME", home_.path().c_str(), 1); }
   void TearDown() override {
     client_.reset();
     daemon_.reset();

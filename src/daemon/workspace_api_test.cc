@@ -72,7 +72,6 @@ std::string GitOut(const std::string& cmd) {
 class WorkspaceApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::setenv("ABOX_HOME", home_.path().c_str(), 1);
     host_ = fs::path(tmp_.path()) / "repo";
     guest_ = fs::path(tmp_.path()) / "guest";
     fs::create_directories(host_);

@@ -80,7 +80,7 @@ class LiveSandbox final {
   void ReleaseLease();
 
   const std::string id_;
-  std::mutex mu_;  // guards the fields below
+  std::mutex mu_;                              // guards the fields below
   std::unique_ptr<runtime::Sandbox> sandbox_;  // null while booting and after teardown
   std::map<std::string, std::shared_ptr<LiveExec>> execs_;
   bool stopping_ = false;

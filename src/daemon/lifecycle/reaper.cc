@@ -45,7 +45,8 @@ void Reaper::ReapNow() {
     if (e.sandbox.state != SandboxState::kReady) {
       continue;  // still booting: checked again once ready
     }
-    stop_(e.sandbox.id, ExpiryReasonText(e), e.reason == store::ExpiryReason::kTtl ? "ttl" : "idle");
+    stop_(e.sandbox.id, ExpiryReasonText(e),
+          e.reason == store::ExpiryReason::kTtl ? "ttl" : "idle");
   }
 }
 

@@ -62,10 +62,10 @@ absl::StatusOr<BootedVm> BootVm(vmm::Vmm& vmm, const base::HostLayout& layout,
     hooks->OnTunnel(std::move(tunnel));
   };
   const std::string id = request.vm_id;
-  ABOX_ASSIGN_OR_RETURN(
-      std::unique_ptr<runtime::Sandbox> vm,
-      runtime::Sandbox::Boot(vmm, config,
-                             [&](const std::string& note) { spdlog::warn("{}: {}", id, note); }));
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Sandbox> vm,
+                        runtime::Sandbox::Boot(vmm, config, [&](const std::string& note) {
+                          spdlog::warn("{}: {}", id, note);
+                        }));
   return BootedVm{std::move(vm), std::move(hooks)};
 }
 

@@ -16,7 +16,6 @@
 
 namespace abox::daemon {
 
-
 namespace {
 
 constexpr char kReserve[] = "reserve";
@@ -33,9 +32,9 @@ constexpr char kReady[] = "ready";
 }  // namespace
 
 const std::vector<std::string>& SandboxService::CreateStepNames() {
-  static const auto* const names = new std::vector<std::string>{
-      kReserve, kRecord,  kBindWorkspace, kSetPolicy, kAnnounce,
-      kStartEgress, kBootVm, kSyncWorkspace, kSetup, kReady};
+  static const auto* const names =
+      new std::vector<std::string>{kReserve,     kRecord, kBindWorkspace, kSetPolicy, kAnnounce,
+                                   kStartEgress, kBootVm, kSyncWorkspace, kSetup,     kReady};
   return *names;
 }
 
@@ -47,9 +46,7 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
 
   p.Add(
       kReserve,
-      [ctx, j] {
-        return ctx->ledger->Reserve(j->id, j->record.cpus, j->record.memory_mib);
-      },
+      [ctx, j] { return ctx->ledger->Reserve(j->id, j->record.cpus, j->record.memory_mib); },
       [ctx, j](const absl::Status&) { ctx->ledger->Release(j->id); });
 
   p.Add(
@@ -65,10 +62,10 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
           return;
         }
         std::string reason(why.message());
-        ctx->recorder->Note(ctx->recorder->Transition(j->id, SandboxState::kCreating,
-                                                      SandboxState::kFailed, {{"error", reason}},
-                                                      reason),
-                            absl::StrCat("recording that sandbox ", j->id, " failed"));
+        ctx->recorder->Note(
+            ctx->recorder->Transition(j->id, SandboxState::kCreating, SandboxState::kFailed,
+                                      {{"error", reason}}, reason),
+            absl::StrCat("recording that sandbox ", j->id, " failed"));
       });
 
   if (j->spec.binding) {
@@ -206,17 +203,16 @@ void SandboxService::set_create_injector(Pipeline::Injector injector) {
   injector_ = std::move(injector);
 }
 
-void SandboxService::Create(const api::SandboxCreate& request, AcceptedFn accepted,
-                            DoneFn done) {
+void SandboxService::Create(const api::SandboxCreate& request, AcceptedFn accepted, DoneFn done) {
   ImageOpener open_image = [this](const std::string& name) -> absl::StatusOr<image::ImageFiles> {
     if (ctx_->options.image_files) {
       return *ctx_->options.image_files;
     }
     return image::OpenImageForBoot(ctx_->layout, name, proto::kProtocolVersion);
   };
-  absl::StatusOr<SandboxSpec> spec =
-      ValidateCreate(request, open_image,
-                     {.workspaces = ctx_->workspaces != nullptr, .egress = ctx_->egress != nullptr});
+  absl::StatusOr<SandboxSpec> spec = ValidateCreate(
+      request, open_image,
+      {.workspaces = ctx_->workspaces != nullptr, .egress = ctx_->egress != nullptr});
   if (!spec.ok()) {
     return done(spec.status());
   }
@@ -267,8 +263,8 @@ void SandboxService::Create(const api::SandboxCreate& request, AcceptedFn accept
       creating_.erase(job->id);
     }
     if (!s.ok()) {
-      const char* how = job->pipeline.failed_step() == kSetup ? "failed during setup"
-                                                               : "failed to boot";
+      const char* how =
+          job->pipeline.failed_step() == kSetup ? "failed during setup" : "failed to boot";
       return job->done(
           absl::Status(s.code(), absl::StrCat("sandbox ", job->id, " ", how, ": ", s.message())));
     }

@@ -8,9 +8,9 @@
 namespace abox::daemon {
 
 absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Launch(const std::string& sandbox_id,
-                                                               runtime::AgentClient& agent,
-                                                               const api::ExecCreate& request,
-                                                               LiveExec::DoneFn on_done) {
+                                                              runtime::AgentClient& agent,
+                                                              const api::ExecCreate& request,
+                                                              LiveExec::DoneFn on_done) {
   store::ExecRecord exec;
   exec.id = runtime::NewSandboxId();
   exec.sandbox_id = sandbox_id;
@@ -92,8 +92,8 @@ absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Start(absl::string_view r
         absl::StrCat("sandbox ", record.id, " is stopping: it runs no more commands"));
   }
   if (request.sync && ctx_->workspaces != nullptr && ctx_->workspaces->Has(record.id)) {
-    absl::Status synced =
-        gate_->WithGuestTools(record.id, [&](const store::SandboxRecord&, workspace::GuestTools& tools) {
+    absl::Status synced = gate_->WithGuestTools(
+        record.id, [&](const store::SandboxRecord&, workspace::GuestTools& tools) {
           return ctx_->workspaces->Sync(record.id, tools).status();
         });
     if (!synced.ok()) {
@@ -123,13 +123,11 @@ absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Start(absl::string_view r
       }
     });
   };
-  return live->Launch([&](runtime::AgentClient& agent) {
-    return Launch(record.id, agent, request, on_done);
-  });
+  return live->Launch(
+      [&](runtime::AgentClient& agent) { return Launch(record.id, agent, request, on_done); });
 }
 
-absl::StatusOr<ExecHandle> ExecService::Find(absl::string_view ref,
-                                                  absl::string_view exec_id) {
+absl::StatusOr<ExecHandle> ExecService::Find(absl::string_view ref, absl::string_view exec_id) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
   absl::StatusOr<store::ExecRecord> exec = ctx_->execs->Get(exec_id);
   if (!exec.ok() || exec->sandbox_id != record.id) {
@@ -148,8 +146,7 @@ absl::StatusOr<store::ExecWithOutput> ExecService::Output(absl::string_view exec
   return ctx_->execs->GetWithOutput(exec_id);
 }
 
-absl::StatusOr<std::vector<store::ExecRecord>> ExecService::List(absl::string_view ref,
-                                                                      int limit) {
+absl::StatusOr<std::vector<store::ExecRecord>> ExecService::List(absl::string_view ref, int limit) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
   return ctx_->execs->ListBySandbox(record.id, limit);
 }

@@ -34,9 +34,10 @@ absl::Status GuestToolsGate::WithGuestTools(absl::string_view ref, const ToolsFn
     Decision d = Decide(Operation::kWorkspace, record);
     return d.verdict == Verdict::kRefuse
                ? d.refusal
-               : absl::FailedPreconditionError(absl::StrCat(
-                     StateText(record), " and stopping: the workspace is read through a running "
-                                        "sandbox"));
+               : absl::FailedPreconditionError(
+                     absl::StrCat(StateText(record),
+                                  " and stopping: the workspace is read through a running "
+                                  "sandbox"));
   };
   std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(record.id);
   if (live == nullptr) {

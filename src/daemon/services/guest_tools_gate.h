@@ -19,16 +19,16 @@ class GuestToolsGate final {
  public:
   explicit GuestToolsGate(SandboxContext& ctx) : ctx_(&ctx) {}
 
-  using ToolsFn =
-      std::function<absl::Status(const store::SandboxRecord&, workspace::GuestTools&)>;
+  using ToolsFn = std::function<absl::Status(const store::SandboxRecord&, workspace::GuestTools&)>;
   // Runs `fn` with the ready sandbox's tools. The sandbox is not torn down while `fn` runs: a
   // stop first fails the agent connection, which makes `fn`'s guest calls fail, then waits
   // for `fn` to return. 429 past the daemon-wide cap, 409 past the sandbox's.
   [[nodiscard]] absl::Status WithGuestTools(absl::string_view ref, const ToolsFn& fn);
 
   // Runs `fn` with the tools of `sandbox` (booting: the create's first sync; no caps).
-  [[nodiscard]] absl::Status WithToolsOf(const std::string& id, runtime::Sandbox& sandbox,
-                                         const std::function<absl::Status(workspace::GuestTools&)>& fn);
+  [[nodiscard]] absl::Status WithToolsOf(
+      const std::string& id, runtime::Sandbox& sandbox,
+      const std::function<absl::Status(workspace::GuestTools&)>& fn);
 
  private:
   SandboxContext* ctx_;

@@ -27,10 +27,10 @@ absl::Status SandboxService::Recover() {
       }
       if (r.state == SandboxState::kCreating) {
         std::string why = "aboxd stopped while the sandbox was booting";
-        ctx_->recorder->Note(ctx_->recorder->Transition(r.id, SandboxState::kCreating,
-                                                        SandboxState::kFailed,
-                                                        {{"reason", why}}, why),
-                             absl::StrCat("recovery: ", r.id));
+        ctx_->recorder->Note(
+            ctx_->recorder->Transition(r.id, SandboxState::kCreating, SandboxState::kFailed,
+                                       {{"reason", why}}, why),
+            absl::StrCat("recovery: ", r.id));
       } else {
         ctx_->recorder->Note(
             ctx_->recorder->Transition(r.id, SandboxState::kStopping, SandboxState::kStopped,

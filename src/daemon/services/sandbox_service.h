@@ -17,9 +17,9 @@
 #include "src/api/resource_json.h"
 #include "src/daemon/lifecycle/background_tasks.h"
 #include "src/daemon/lifecycle/pipeline.h"
+#include "src/daemon/lifecycle/sandbox_context.h"
 #include "src/daemon/services/create_spec.h"
 #include "src/daemon/services/guest_tools_gate.h"
-#include "src/daemon/lifecycle/sandbox_context.h"
 #include "src/daemon/services/setup_runner.h"
 
 namespace abox::daemon {

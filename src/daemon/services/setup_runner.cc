@@ -82,8 +82,8 @@ absl::Status SetupRunner::Run(const std::string& id, runtime::Sandbox& sandbox,
 
 absl::Status SetupRunner::RunCommands(const std::string& id, runtime::Sandbox& sandbox,
                                       const api::SetupSpec& setup) {
-  const absl::Duration budget =
-      setup.timeout_seconds > 0 ? absl::Seconds(setup.timeout_seconds) : ctx_->options.setup_timeout;
+  const absl::Duration budget = setup.timeout_seconds > 0 ? absl::Seconds(setup.timeout_seconds)
+                                                          : ctx_->options.setup_timeout;
   const absl::Time deadline = ctx_->clock->Now() + budget;
   ctx_->events->Publish(id, "setup_started",
                         {{"commands", setup.commands},

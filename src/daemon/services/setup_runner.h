@@ -7,8 +7,8 @@
 
 #include "absl/status/status.h"
 #include "src/api/resource_json.h"
-#include "src/daemon/services/exec_service.h"
 #include "src/daemon/lifecycle/sandbox_context.h"
+#include "src/daemon/services/exec_service.h"
 #include "src/net/policy.h"
 
 namespace abox::daemon {

@@ -1,0 +1,249 @@
+// The redesigned lifecycle through the real daemon over the fake VMM: a failure injected at
+// each create step leaves nothing behind; a create stuck in setup holds no worker another
+// sandbox needs; TTL and idle timeouts run on a fake clock.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "src/base/clock.h"
+#include "src/daemon/testing/test_daemon.h"
+#include "tests/testing/fake_vmm.h"
+
+namespace abox::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+using http::httptest::HttpTestClient;
+using http::httptest::Response;
+using http::httptest::TempDir;
+using ::testing::HasSubstr;
+
+class SandboxLifecycleTest : public ::testing::Test {
+ protected:
+  void StartDaemon(Budget budget = {8, 8192}) {
+    daemon_ = std::make_unique<testing::TestDaemon>(home_.path(), budget);
+    daemon_->set_clock(&clock_);
+    daemon_->Start();
+    client_ = daemon_->Connect();
+    ASSERT_NE(client_, nullptr);
+  }
+  void TearDown() override {
+    client_.reset();
+    daemon_.reset();
+    (void)abox::testing::FakeVmm::KillAll();
+  }
+  Response Call(absl::string_view method, absl::string_view target, absl::string_view body = "") {
+    daemon_->ReconnectIfClosed(client_);
+    absl::StatusOr<Response> r = client_->Request(method, target, body);
+    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();
+    return r.ok() ? *r : Response{};
+  }
+  // A host repo and a guest dir (the fake VM's guest is this host) for a workspace.
+  nlohmann::json WorkspaceSpec(const std::string& name) {
+    fs::path host = fs::path(tmp_.path()) / (name + "-repo");
+    fs::path guest = fs::path(tmp_.path()) / (name + "-guest");
+    fs::create_directories(host);
+    fs::create_directories(guest);
+    std::ofstream(host / "main.c") << "int main(void) { return 0; }\n";
+    return {{"path", host.string()}, {"guest_path", guest.string()}};
+  }
+  std::vector<nlohmann::json> Sandboxes() {
+    Response r = Call("GET", "/v1/sandboxes");
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::vector<nlohmann::json> out;
+    nlohmann::json body = r.Json();
+    for (const nlohmann::json& s : body["sandboxes"]) {
+      out.push_back(s);
+    }
+    return out;
+  }
+  // Files under $ABOX_HOME/<dir> (sandboxes/, workspaces/).
+  int FilesUnder(const std::string& dir) {
+    fs::path p = fs::path(home_.path()) / dir;
+    if (!fs::exists(p)) {
+      return 0;
+    }
+    return static_cast<int>(std::distance(fs::directory_iterator(p), fs::directory_iterator()));
+  }
+
+  base::FakeClock clock_;
+  TempDir home_;
+  TempDir tmp_;
+  std::unique_ptr<testing::TestDaemon> daemon_;
+  std::unique_ptr<HttpTestClient> client_;
+};
+
+TEST_F(SandboxLifecycleTest, AFailureAtEachCreateStepLeavesNothingBehind) {
+  StartDaemon();
+  const std::vector<std::string> steps = SandboxService::CreateStepNames();
+  bool past_announce = false;
+  for (const std::string& step : steps) {
+    SCOPED_TRACE(step);
+    daemon_->set_create_injector([step](absl::string_view name) {
+      return name == step ? absl::UnavailableError(absl::StrCat("injected at ", step))
+                          : absl::OkStatus();
+    });
+    // Every step is in this create: a workspace, an egress policy and a setup command.
+    nlohmann::json body = {{"workspace", WorkspaceSpec(step)},
+                           {"egress", {{"mode", "allowlist"}, {"allow", {"example.com:443"}}}},
+                           {"setup", {{"commands", {"true"}}}}};
+    Response r = Call("POST", "/v1/sandboxes", body.dump());
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_THAT(r.body, HasSubstr("injected at " + step));
+
+    // Nothing runs or is reserved, whichever step failed.
+    EXPECT_EQ(daemon_->ledger().Usage().cpus, 0);
+    EXPECT_EQ(daemon_->ledger().Usage().memory_mib, 0);
+    EXPECT_EQ(daemon_->daemon().sandboxes().RunningCount(), 0) << "a live entry leaked";
+    EXPECT_EQ(daemon_->egress().running(), 0u) << "a proxy leaked";
+    EXPECT_TRUE(abox::testing::FakeVmm::LiveVms().empty()) << "a VM leaked";
+    EXPECT_EQ(FilesUnder("sandboxes"), 0) << "a run dir leaked";
+
+    std::vector<nlohmann::json> listed = Sandboxes();
+    past_announce = past_announce || step == "start-egress";
+    if (!past_announce) {
+      // Refused at admission: not even a record; the 4xx/5xx is all there is.
+      EXPECT_TRUE(listed.empty()) << listed.size();
+      EXPECT_EQ(FilesUnder("workspaces"), 0) << "a workspace state leaked";
+      continue;
+    }
+    // Past admission the client was told the sandbox exists: it stays, failed, with the reason
+    // (and its workspace state, as any failed sandbox), until rm.
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0]["state"], "failed");
+    EXPECT_THAT(listed[0].value("failure", ""), HasSubstr("injected at " + step));
+    std::string id = listed[0].value("id", "");
+    EXPECT_EQ(Call("DELETE", "/v1/sandboxes/" + id).status, 204);
+    EXPECT_TRUE(Sandboxes().empty());
+    EXPECT_EQ(FilesUnder("workspaces"), 0) << "rm left the workspace state";
+  }
+  EXPECT_TRUE(past_announce);
+  daemon_->set_create_injector(nullptr);
+  Response ok = Call("POST", "/v1/sandboxes", "{}");
+  EXPECT_EQ(ok.status, 201) << ok.body;
+}
+
+TEST_F(SandboxLifecycleTest, CreatesStuckInSetupHoldNoWorkerThatOtherSandboxesNeed) {
+  StartDaemon({32, 32768});
+  nlohmann::json with_workspace = {{"workspace", WorkspaceSpec("b")}};
+  Response b = Call("POST", "/v1/sandboxes", with_workspace.dump());
+  ASSERT_EQ(b.status, 201) << b.body;
+  const std::string id = b.Json().value("id", "");
+
+  // More creates stuck in setup than the server has blocking workers (8).
+  constexpr int kStuck = 10;
+  std::vector<std::thread> stuck;
+  std::vector<Response> outcomes(kStuck);
+  for (int i = 0; i < kStuck; ++i) {
+    stuck.emplace_back([&, i] {
+      std::unique_ptr<HttpTestClient> c = daemon_->Connect();
+      nlohmann::json body = {{"setup", {{"commands", {"sleep 600"}}}}};
+      absl::StatusOr<Response> r = c->Request("POST", "/v1/sandboxes", body.dump());
+      if (r.ok()) {
+        outcomes[i] = *r;
+      }
+    });
+  }
+  auto in_setup = [&] {
+    int n = 0;
+    for (const nlohmann::json& s : Sandboxes()) {
+      n += s["state"] == "creating" ? 1 : 0;
+    }
+    return n;
+  };
+  for (int i = 0; i < 1000 && in_setup() < kStuck; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(in_setup(), kStuck);
+
+  // B's exec, diff and stop complete meanwhile (on their own thread, so a hang fails the test
+  // instead of stalling it).
+  auto others = std::async(std::launch::async, [&] {
+    std::unique_ptr<HttpTestClient> c = daemon_->Connect();
+    std::vector<int> codes;
+    for (auto [method, target, body] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"POST", "/v1/sandboxes/" + id + "/execs", R"({"argv":["true"]})"},
+             {"GET", "/v1/sandboxes/" + id + "/diff", ""},
+             {"POST", "/v1/sandboxes/" + id + "/stop", ""}}) {
+      absl::StatusOr<Response> r = c->Request(method, target, body);
+      codes.push_back(r.ok() ? r->status : -1);
+    }
+    return codes;
+  });
+  ASSERT_EQ(others.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "another sandbox's exec, diff or stop waited for the stuck creates";
+  EXPECT_EQ(others.get(), (std::vector<int>{201, 200, 200}));
+  EXPECT_EQ(in_setup(), kStuck) << "the stuck creates ended early";
+
+  // A shutdown ends the creates in flight: each waiting client hears that it failed, and the
+  // sandboxes are left failed, saying why.
+  daemon_->Shutdown();
+  for (std::thread& t : stuck) {
+    t.join();
+  }
+  for (const Response& r : outcomes) {
+    EXPECT_NE(r.status, 201) << r.body;
+  }
+  daemon_->Start();
+  client_ = daemon_->Connect();
+  int failed = 0;
+  for (const nlohmann::json& s : Sandboxes()) {
+    if (s["state"] == "failed") {
+      ++failed;
+      EXPECT_THAT(s.value("failure", ""), HasSubstr("aboxd stopped while the sandbox was booting"));
+    }
+  }
+  EXPECT_EQ(failed, kStuck);
+  EXPECT_EQ(daemon_->ledger().Usage().cpus, 0);
+}
+
+TEST_F(SandboxLifecycleTest, TtlAndIdleTimeoutsStopSandboxesOnTheInjectedClock) {
+  StartDaemon();
+  auto create = [&](const std::string& body) {
+    Response r = Call("POST", "/v1/sandboxes", body);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.Json().value("id", "");
+  };
+  std::string ttl = create(R"({"ttl_seconds":60})");
+  std::string idle = create(R"({"idle_timeout_seconds":30})");
+  std::string busy = create(R"({"idle_timeout_seconds":30})");
+  Response exec = Call("POST", "/v1/sandboxes/" + busy + "/execs", R"({"argv":["sleep","600"]})");
+  ASSERT_EQ(exec.status, 201) << exec.body;
+  auto state = [&](const std::string& id) {
+    return Call("GET", "/v1/sandboxes/" + id).Json().value("state", "");
+  };
+
+  clock_.Advance(absl::Seconds(29));
+  daemon_->daemon().reaper().ReapNow();
+  EXPECT_EQ(state(idle), "ready") << "stopped before its idle timeout";
+  clock_.Advance(absl::Seconds(2));
+  daemon_->daemon().reaper().ReapNow();
+  EXPECT_EQ(state(idle), "stopped");
+  EXPECT_EQ(state(ttl), "ready");
+  EXPECT_EQ(state(busy), "ready") << "a sandbox running a command is not idle";
+  clock_.Advance(absl::Seconds(30));
+  daemon_->daemon().reaper().ReapNow();
+  EXPECT_EQ(state(ttl), "stopped");
+  EXPECT_EQ(state(busy), "ready");
+
+  std::unique_ptr<HttpTestClient> events = daemon_->Connect();
+  ASSERT_TRUE(events->Send("GET", "/v1/events?since=0&sandbox=" + ttl, "").ok());
+  ASSERT_TRUE(events->ReadHeader().ok());
+  absl::StatusOr<std::string> seen = events->ReadUntil("event: stopped");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  absl::StatusOr<std::string> rest = events->ReadUntil("\n\n");
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_THAT(*rest, HasSubstr("its TTL of 60s passed"));
+  EXPECT_THAT(*rest, HasSubstr("\"expiry\":\"ttl\""));
+}
+
+}  // namespace
+}  // namespace abox::daemon
