@@ -139,6 +139,8 @@ void Daemon::Shutdown() {
     return;
   }
   shut_down_ = true;
+  // Creates in flight end first, while their waiting clients can still be told.
+  sandbox_service_->EndCreates();
   server_->Stop();
   reaper_->Stop();
   sandbox_service_->Shutdown();

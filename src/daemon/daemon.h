@@ -66,8 +66,8 @@ class Daemon final {
   // Recovers what the previous aboxd left (interrupted applies, then sandboxes), serves, and
   // starts the TTL / idle reaper.
   [[nodiscard]] absl::Status Start();
-  // Stops serving, ends the creates in flight, leaves every running sandbox running (for the
-  // next aboxd), stops the timers. Idempotent.
+  // Ends the creates in flight (their clients hear so), stops serving, leaves every running
+  // sandbox running (for the next aboxd), stops the timers. Idempotent.
   void Shutdown();
 
   [[nodiscard]] http::Server& server() { return *server_; }

@@ -81,7 +81,7 @@ absl::Status SandboxService::Recover() {
   return absl::OkStatus();
 }
 
-void SandboxService::Shutdown() {
+void SandboxService::EndCreates() {
   std::vector<std::shared_ptr<CreateJob>> creating;
   {
     std::lock_guard lock(mu_);
@@ -104,6 +104,17 @@ void SandboxService::Shutdown() {
   }
   creating.clear();
   tasks_.Close();
+}
+
+void SandboxService::Shutdown() {
+  EndCreates();
+  {
+    std::lock_guard lock(mu_);
+    if (detached_) {
+      return;
+    }
+    detached_ = true;
+  }
   alive_.reset();  // posted callbacks become no-ops
   for (const std::shared_ptr<LiveSandbox>& live : ctx_->registry->All()) {
     absl::Status s = TearDown(live, "aboxd stopped while the command was running", true);

@@ -78,9 +78,13 @@ class SandboxService final {
   [[nodiscard]] int RunningCount();
   [[nodiscard]] std::string LastAccel();
 
-  // Daemon shutdown: new creates are refused, creates in flight are ended (their undo runs:
-  // they are left failed), running execs end as interrupted, every running VM is left running
-  // (detached) for the next aboxd to re-attach. Idempotent.
+  // Daemon shutdown, first part (while the server still answers): new creates are refused,
+  // creates in flight are ended (their undo runs: they are left failed, and a waiting client
+  // is told so), and their threads are waited for. Idempotent.
+  void EndCreates();
+  // Daemon shutdown, second part (after the server stopped): running execs end as
+  // interrupted, every running VM is left running (detached) for the next aboxd to re-attach.
+  // Calls EndCreates first if it was not. Idempotent.
   void Shutdown();
 
   // Tests: called before each create step (see Pipeline::Injector); the step names are
@@ -112,7 +116,8 @@ class SandboxService final {
   std::mutex mu_;
   std::map<std::string, std::weak_ptr<CreateJob>> creating_;  // creates past admission
   std::string last_accel_;
-  bool shut_down_ = false;
+  bool shut_down_ = false;  // EndCreates ran
+  bool detached_ = false;   // Shutdown ran
   Pipeline::Injector injector_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
