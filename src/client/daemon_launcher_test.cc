@@ -1,5 +1,6 @@
-// The daemon launcher with a stand-in aboxd (testing/fake_aboxd.cc: the real HTTP server with
-// /v1/health) and scripts that fail the way aboxd does.
+// The daemon launcher with the real daemon over a fake VMM (aboxd-fake-vmm, from
+// src/daemon/testing, in a $ABOX_HOME of the test's own) and scripts that fail the way aboxd
+// does.
 #include "src/client/daemon_launcher.h"
 
 #include <signal.h>
@@ -26,7 +27,10 @@ class DaemonLauncherTest : public ::testing::Test {
   DaemonLauncherTest() {
     options_.socket_path = dir_.path() + "/run/aboxd.sock";
     options_.log_path = dir_.path() + "/home/logs/aboxd.log";
-    options_.aboxd_binary = ABOX_FAKE_ABOXD;
+    options_.aboxd_binary = ABOXD_FAKE_VMM;
+    // The daemons this test starts inherit the environment: keep their state in the test's dir.
+    ::setenv("ABOX_HOME", (dir_.path() + "/home").c_str(), 1);        // NOLINT: before any thread
+    ::setenv("ABOX_CACHE_DIR", (dir_.path() + "/cache").c_str(), 1);  // NOLINT: likewise
   }
   ~DaemonLauncherTest() override {
     // Also the daemon of a test that failed before it could note the pid.
@@ -69,7 +73,7 @@ TEST_F(DaemonLauncherTest, StartsTheDaemonWhenNothingListensThenStopsIt) {
   struct stat st {};
   ASSERT_EQ(::stat(options_.log_path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_THAT(*base::ReadFile(options_.log_path), HasSubstr("fake aboxd: listening on"));
+  EXPECT_THAT(*base::ReadFile(options_.log_path), HasSubstr("ready on " + options_.socket_path));
 
   // A second client finds the running daemon instead of starting another.
   absl::StatusOr<std::unique_ptr<ApiClient>> again = ConnectOrStartDaemon(options_);
@@ -81,7 +85,7 @@ TEST_F(DaemonLauncherTest, StartsTheDaemonWhenNothingListensThenStopsIt) {
   EXPECT_EQ(*stopped, *pid);
   EXPECT_EQ(RunningDaemonPid(options_.socket_path).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(IsNothingListening(CheckHealth(**again).status()));
-  EXPECT_THAT(*base::ReadFile(options_.log_path), HasSubstr("fake aboxd: stopped"));
+  EXPECT_THAT(*base::ReadFile(options_.log_path), HasSubstr("aboxd stopped"));
 }
 
 TEST_F(DaemonLauncherTest, ReportsWhyTheDaemonExitedFromThisRunsLogLines) {
