@@ -94,8 +94,8 @@ TEST_F(PipelineTest, AbandonAndAHalfRunPipelineGoingAwayUndoWhatRan) {
     p.Abandon(absl::CancelledError("shutting down"));
     EXPECT_EQ(p.Run().code(), absl::StatusCode::kCancelled);
   }
-  EXPECT_THAT(log_, ElementsAre("run a", "run b", "undo b (shutting down)",
-                                "undo a (shutting down)"));
+  EXPECT_THAT(log_,
+              ElementsAre("run a", "run b", "undo b (shutting down)", "undo a (shutting down)"));
   log_.clear();
   {
     Pipeline p;

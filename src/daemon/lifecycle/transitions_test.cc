@@ -29,7 +29,7 @@ constexpr SandboxState kAll[] = {SandboxState::kCreating, SandboxState::kReady,
 const std::set<std::pair<SandboxState, SandboxState>>& Expected() {
   using S = SandboxState;
   static const auto* const expected = new std::set<std::pair<S, S>>{
-      {S::kCreating, S::kReady}, {S::kCreating, S::kFailed}, {S::kReady, S::kStopping},
+      {S::kCreating, S::kReady}, {S::kCreating, S::kFailed},  {S::kReady, S::kStopping},
       {S::kReady, S::kFailed},   {S::kStopping, S::kStopped}, {S::kStopped, S::kRemoved},
       {S::kFailed, S::kRemoved}};
   return *expected;
@@ -239,9 +239,8 @@ TEST_F(StateRecorderTest, ATransitionFromAStateTheSandboxLeftIsRefusedWithoutAnE
   // Two stops raced; the second finds it stopping already.
   ASSERT_TRUE(
       recorder_->Transition("0123456789ab", SandboxState::kReady, SandboxState::kStopping).ok());
-  absl::Status late =
-      recorder_->Transition("0123456789ab", SandboxState::kReady, SandboxState::kFailed,
-                            {{"error", "x"}}, "x");
+  absl::Status late = recorder_->Transition("0123456789ab", SandboxState::kReady,
+                                            SandboxState::kFailed, {{"error", "x"}}, "x");
   EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(late.message(), "sandbox 0123456789ab is stopping, not ready");
   EXPECT_EQ(sandboxes_->Get("0123456789ab")->state, SandboxState::kStopping);
