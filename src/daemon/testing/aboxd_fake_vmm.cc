@@ -9,7 +9,8 @@
 //
 // --fail prints MESSAGE to stderr and exits 3 (an aboxd refusing to start); --delay-ms waits
 // before starting; --hang never listens; --ignore-sigterm keeps serving after SIGTERM. The VMs
-// cannot outlive this process: a stop ends them (unlike aboxd's, which keep running).
+// cannot outlive this process: a stop ends them (unlike aboxd's, which keep running). The
+// budget is 8 vCPUs and 8192 MiB unless --max-cpus / --max-memory say (not this host's).
 #include <unistd.h>
 
 #include <chrono>
@@ -115,6 +116,14 @@ int Main(int argc, char** argv) {
   sandbox.attach_timeout = absl::Seconds(5);
   sandbox.reap_interval = absl::Milliseconds(100);
   config->server.stop_grace = std::chrono::milliseconds(2000);
+  // The budget of the in-process test daemon unless the flags say: the tests' sandboxes fit on
+  // any host (aboxd's default follows this host's cores and memory; these VMs use neither).
+  if (flags.max_cpus == 0) {
+    config->budget.cpus = 8;
+  }
+  if (flags.max_memory == 0) {
+    config->budget.memory_mib = 8192;
+  }
   DaemonDeps deps;
   deps.vmm = std::make_unique<abox::testing::FakeVmm>();
   ServeOptions serve;
