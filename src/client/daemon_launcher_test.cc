@@ -1,5 +1,6 @@
-// The daemon launcher with a stand-in aboxd (testing/fake_aboxd.cc: the real HTTP server with
-// /v1/health) and scripts that fail the way aboxd does.
+// The daemon launcher with the real daemon over a fake VMM (aboxd-fake-vmm, from
+// src/daemon/testing, in a $ABOX_HOME of the test's own) and scripts that fail the way aboxd
+// does.
 #include "src/client/daemon_launcher.h"
 
 #include <signal.h>
@@ -9,7 +10,9 @@
 #include <filesystem>
 #include <future>
 #include <regex>
+#include <thread>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/base/io.h"
@@ -26,7 +29,10 @@ class DaemonLauncherTest : public ::testing::Test {
   DaemonLauncherTest() {
     options_.socket_path = dir_.path() + "/run/aboxd.sock";
     options_.log_path = dir_.path() + "/home/logs/aboxd.log";
-    options_.aboxd_binary = ABOX_FAKE_ABOXD;
+    options_.aboxd_binary = ABOXD_FAKE_VMM;
+    // The daemons this test starts inherit the environment: keep their state in the test's dir.
+    ::setenv("ABOX_HOME", (dir_.path() + "/home").c_str(), 1);        // NOLINT: before any thread
+    ::setenv("ABOX_CACHE_DIR", (dir_.path() + "/cache").c_str(), 1);  // NOLINT: likewise
   }
   ~DaemonLauncherTest() override {
     // Also the daemon of a test that failed before it could note the pid.
@@ -41,6 +47,20 @@ class DaemonLauncherTest : public ::testing::Test {
   }
   // Remembers a daemon this test started, to kill and reap it at the end.
   void Started(pid_t pid) { started_.push_back(pid); }
+
+  // The daemon's log once it holds `text` (a daemon answers as soon as it accepts, and may log
+  // that it is ready a moment later), or after 5 s.
+  std::string LogOnceItHas(const std::string& text) {
+    std::string log;
+    for (int i = 0; i < 500; ++i) {
+      log = base::ReadFile(options_.log_path).value_or("");
+      if (absl::StrContains(log, text)) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return log;
+  }
 
   // A script standing in for aboxd.
   std::string Script(const std::string& name, const std::string& body) {
@@ -69,7 +89,8 @@ TEST_F(DaemonLauncherTest, StartsTheDaemonWhenNothingListensThenStopsIt) {
   struct stat st {};
   ASSERT_EQ(::stat(options_.log_path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_THAT(*base::ReadFile(options_.log_path), HasSubstr("fake aboxd: listening on"));
+  EXPECT_THAT(LogOnceItHas("ready on " + options_.socket_path),
+              HasSubstr("ready on " + options_.socket_path));
 
   // A second client finds the running daemon instead of starting another.
   absl::StatusOr<std::unique_ptr<ApiClient>> again = ConnectOrStartDaemon(options_);
@@ -81,7 +102,12 @@ TEST_F(DaemonLauncherTest, StartsTheDaemonWhenNothingListensThenStopsIt) {
   EXPECT_EQ(*stopped, *pid);
   EXPECT_EQ(RunningDaemonPid(options_.socket_path).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(IsNothingListening(CheckHealth(**again).status()));
-  EXPECT_THAT(*base::ReadFile(options_.log_path), HasSubstr("fake aboxd: stopped"));
+  // aboxd logs its last line after it let go of the socket: once it exited (our child), the
+  // log is complete.
+  int status = 0;
+  EXPECT_EQ(::waitpid(*pid, &status, 0), *pid);
+  started_.clear();
+  EXPECT_THAT(*base::ReadFile(options_.log_path), HasSubstr("aboxd stopped"));
 }
 
 TEST_F(DaemonLauncherTest, ReportsWhyTheDaemonExitedFromThisRunsLogLines) {

@@ -141,12 +141,15 @@ class SocketTrustTest : public ::testing::Test {
   SocketTrustTest() {
     options_.socket_path = socket_;
     options_.log_path = dir_.path() + "/home/logs/aboxd.log";
-    options_.aboxd_binary = ABOX_FAKE_ABOXD;
+    options_.aboxd_binary = ABOXD_FAKE_VMM;  // the real daemon over a fake VMM
     options_.stop_timeout = absl::Seconds(5);
+    // The daemon a test starts inherits the environment: keep its state in the test's dir.
+    ::setenv("ABOX_HOME", (dir_.path() + "/home").c_str(), 1);        // NOLINT: before any thread
+    ::setenv("ABOX_CACHE_DIR", (dir_.path() + "/cache").c_str(), 1);  // NOLINT: likewise
   }
   ~SocketTrustTest() override {
     if (absl::StatusOr<pid_t> running = RunningDaemonPid(socket_); running.ok()) {
-      ::kill(*running, SIGKILL);  // a fake aboxd this test started
+      ::kill(*running, SIGKILL);  // an aboxd-fake-vmm this test started
       int status = 0;
       ::waitpid(*running, &status, 0);
     }
@@ -253,7 +256,7 @@ TEST_F(SocketTrustTest, StopRefusesAListenerThatIsNotAboxdEvenWithALockNamingIt)
   EXPECT_THAT(stopped.status().message(), HasSubstr("which is not aboxd"));
   EXPECT_THAT(stopped.status().message(), HasSubstr(absl::StrCat("process ", impostor.pid())));
   EXPECT_TRUE(Alive(impostor.pid()));
-  EXPECT_EQ(VerifyAboxdProcess(impostor.pid(), ::geteuid(), ABOX_FAKE_ABOXD).code(),
+  EXPECT_EQ(VerifyAboxdProcess(impostor.pid(), ::geteuid(), ABOXD_FAKE_VMM).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(VerifyAboxdProcess(impostor.pid(), ::geteuid() + 1, "").code(),
             absl::StatusCode::kPermissionDenied);

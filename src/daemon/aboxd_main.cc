@@ -1,0 +1,198 @@
+#include "src/daemon/aboxd_main.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "src/api/openapi_document.h"
+#include "src/base/host_layout.h"
+#include "src/base/io.h"
+#include "src/base/version.h"
+#include "src/daemon/ledger.h"
+#include "src/net/host_resolver.h"
+#include "src/runtime/sandbox.h"
+
+namespace abox::daemon {
+namespace {
+
+constexpr int kExitStartFailure = 1;
+
+// A token for the TCP listener: from --token-file, else a fresh one kept in $ABOX_HOME.
+absl::StatusOr<std::string> LoadOrCreateToken(const std::string& token_file,
+                                              const std::filesystem::path& home) {
+  if (!token_file.empty()) {
+    auto data = base::ReadFile(token_file, 4096);
+    if (!data.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read the token file ", token_file, ": ", data.status().message()));
+    }
+    std::string token(absl::StripAsciiWhitespace(*data));
+    if (token.size() < 16) {
+      return absl::InvalidArgumentError(absl::StrCat("the token in ", token_file,
+                                                     " is shorter than 16 bytes: use a long "
+                                                     "random one (e.g. openssl rand -hex 32)"));
+    }
+    return token;
+  }
+  std::string path = (home / "tcp-token").string();
+  if (auto existing = base::ReadFile(path, 4096); existing.ok()) {
+    std::string token(absl::StripAsciiWhitespace(*existing));
+    if (token.size() >= 16) {
+      return token;
+    }
+  }
+  std::string token;
+  for (int i = 0; i < 4; ++i) {
+    token += runtime::NewSandboxId();  // 48 hex characters from std::random_device
+  }
+  if (absl::Status s = base::WriteFileAtomic(path, token + "\n", 0600); !s.ok()) {
+    return s;
+  }
+  std::fprintf(stderr, "aboxd: TCP bearer token written to %s\n", path.c_str());
+  return token;
+}
+
+}  // namespace
+
+void AddAboxdFlags(CLI::App& app, AboxdFlags& flags) {
+  app.add_option("--socket", flags.socket_path,
+                 "Unix socket to serve (default: $ABOX_SOCKET, else "
+                 "$XDG_RUNTIME_DIR/abox/aboxd.sock, else $ABOX_HOME/run/aboxd.sock)");
+  app.add_option("--tcp-port", flags.tcp_port,
+                 "Also serve 127.0.0.1:PORT (0 picks one); every request needs the bearer token")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--token-file", flags.token_file,
+                 "File holding the TCP bearer token (default: $ABOX_HOME/tcp-token, created)");
+  app.add_option("--max-cpus", flags.max_cpus,
+                 "vCPU budget for all sandboxes together (default: 2 per host core)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--max-memory", flags.max_memory,
+                 "Memory budget in MiB for all sandboxes (default: 3/4 of RAM minus 1 GiB)")
+      ->check(CLI::Range(128, 1 << 30));
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  app.add_option("--test-resolver-override", flags.resolver_override_file,
+                 "TEST ONLY, never in production: a JSON file {\"name\": [\"127.0.0.1\", ...]} "
+                 "of fixed answers for the egress proxy's host lookups. These answers skip the "
+                 "private-address filter (so hermetic tests reach fake upstreams on loopback); "
+                 "every use is flagged in the egress log");
+  // aboxd always runs in the foreground (abox, systemd or the user put it in the background);
+  // the flag says so explicitly in `abox daemon start --foreground` and in unit files.
+  app.add_flag("--foreground", flags.foreground,
+               "Run in the foreground (the only mode; accepted for clarity)");
+}
+
+sigset_t PrepareProcess(const AboxdFlags& flags) {
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  // Signals: block them in every thread (threads inherit the mask) and wait for them in
+  // ServeUntilStopped.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return stop_signals;
+}
+
+absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
+  auto layout = base::ResolveHostLayout();
+  if (!layout.ok()) {
+    return layout.status();
+  }
+  DaemonConfig config;
+  config.layout = *layout;
+  std::string socket_path = flags.socket_path;
+  if (socket_path.empty()) {
+    auto resolved = base::ResolveSocketPath();
+    if (!resolved.ok()) {
+      return resolved.status();
+    }
+    socket_path = resolved->string();
+  }
+  config.server.unix_socket_path = socket_path;
+  config.server.worker_threads = 8;
+  if (flags.tcp_port >= 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(layout->home, ec);
+    auto token = LoadOrCreateToken(flags.token_file, layout->home);
+    if (!token.ok()) {
+      return token.status();
+    }
+    config.server.tcp_port = static_cast<uint16_t>(flags.tcp_port);
+    config.server.tcp_bearer_token = *token;
+  }
+  config.budget = DefaultBudget();
+  if (flags.max_cpus > 0) {
+    config.budget.cpus = flags.max_cpus;
+  }
+  if (flags.max_memory > 0) {
+    config.budget.memory_mib = flags.max_memory;
+  }
+  if (const std::string& file = flags.resolver_override_file; !file.empty()) {
+    auto text = base::ReadFile(file, 1 << 20);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read --test-resolver-override ", file,
+                                                     ": ", text.status().message()));
+    }
+    auto parsed = net::ParseResolverOverride(*text);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--test-resolver-override ", file, ": ", parsed.status().message()));
+    }
+    config.egress.resolver_override = *std::move(parsed);
+  }
+  config.openapi_yaml = std::string(api::OpenApiYaml());
+  return config;
+}
+
+int ServeUntilStopped(DaemonConfig config, DaemonDeps deps, const sigset_t& stop_signals,
+                      const ServeOptions& options) {
+  std::string socket_path = config.server.unix_socket_path;
+  bool tcp = config.server.tcp_port.has_value();
+  auto daemon = Daemon::Create(std::move(config), std::move(deps));
+  if (!daemon.ok()) {
+    return FailStart(std::string(daemon.status().message()));
+  }
+  if (absl::Status s = (*daemon)->Start(); !s.ok()) {
+    return FailStart(std::string(s.message()));
+  }
+  LedgerUsage usage = (*daemon)->ledger().Usage();
+  spdlog::info("aboxd {} ready on {} (pid {}; budget {} vCPUs, {} MiB; {} sandbox(es) running){}",
+               kVersion, socket_path, ::getpid(), usage.budget.cpus, usage.budget.memory_mib,
+               (*daemon)->sandboxes().RunningCount(),
+               tcp ? absl::StrCat("; TCP 127.0.0.1:", (*daemon)->server().tcp_port()) : "");
+
+  int signal_number = 0;
+  while (sigwait(&stop_signals, &signal_number) != 0 ||
+         (options.ignore_sigterm && signal_number == SIGTERM)) {
+    if (signal_number == SIGTERM) {
+      spdlog::info("aboxd: SIGTERM received and ignored (--ignore-sigterm)");
+    }
+  }
+  spdlog::info("aboxd: {} received: stopping (sandboxes keep running)", strsignal(signal_number));
+  (*daemon)->Shutdown();
+  daemon->reset();
+  if (options.after_shutdown) {
+    options.after_shutdown();
+  }
+  spdlog::info("aboxd stopped");
+  return 0;
+}
+
+int FailStart(const std::string& what) {
+  std::fprintf(stderr, "aboxd: error: %s\n", what.c_str());
+  return kExitStartFailure;
+}
+
+}  // namespace abox::daemon
