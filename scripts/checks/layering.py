@@ -33,9 +33,6 @@ LAYERS = {
 
 # (including file, folder it may reach anyway): reason. Each is a debt with its way out.
 EXCEPTIONS = {
-    ("src/api/resource_json.h", "store"):
-        "the resources' JSON is written from the store's records; issue 12 gives src/api "
-        "codecs of its own types so that api no longer knows the store",
     ("src/client/daemon_launcher.cc", "image"):
         "the host layout (image/paths.h: ABOX_HOME, socket path) lives in image; issue 12 moves "
         "it to base so that the client no longer links the image builder",

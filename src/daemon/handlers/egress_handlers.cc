@@ -6,7 +6,7 @@
 #include "absl/strings/strip.h"
 #include "src/api/errors.h"
 #include "src/api/json_body.h"
-#include "src/api/resource_json.h"
+#include "src/api/wire.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/handlers/query.h"
 #include "src/daemon/handlers/services.h"

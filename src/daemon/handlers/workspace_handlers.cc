@@ -3,7 +3,6 @@
 #include "absl/strings/strip.h"
 #include "src/api/errors.h"
 #include "src/api/json_body.h"
-#include "src/api/resource_json.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/handlers/query.h"
 #include "src/daemon/handlers/services.h"
