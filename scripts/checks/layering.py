@@ -28,7 +28,9 @@ LAYERS = {
     "client": ["base", "api"],
     "daemon": ["base", "api", "daemon/http", "store", "runtime", "vmm", "image", "net", "proto",
                "workspace"],
-    "cli": ["base", "client", "runtime", "image", "vmm", "proto", "workspace"],
+    # The CLI is a client of the API: it fills and reads the api types (src/api/<resource>.h)
+    # that the client sends and decodes.
+    "cli": ["base", "api", "client", "runtime", "image", "vmm", "proto", "workspace"],
 }
 
 # (including file, folder it may reach anyway): reason. Each is a debt with its way out.
