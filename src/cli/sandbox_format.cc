@@ -12,14 +12,9 @@
 #include "src/cli/flags.h"
 #include "src/cli/output.h"
 #include "src/cli/terminal.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 namespace {
-
-using client::JsonInt;
-using client::JsonMember;
-using client::JsonString;
 
 constexpr size_t kShortId = 12;
 
@@ -154,37 +149,34 @@ std::string EventLine(const api::Event& event) {
   return std::string(absl::StripTrailingAsciiWhitespace(line));
 }
 
-std::string DaemonStatusText(const nlohmann::json& health, const nlohmann::json& version,
+std::string DaemonStatusText(const api::Health& health, const api::Version& version,
                              const std::string& socket_path) {
   std::vector<std::pair<std::string, std::string>> rows;
-  std::optional<int64_t> pid = JsonInt(health, "pid");
-  std::optional<double> uptime = client::JsonNumber(health, "uptime_seconds");
   std::string state = "running";
-  if (pid) {
-    absl::StrAppend(&state, ", pid ", *pid);
+  if (health.pid) {
+    absl::StrAppend(&state, ", pid ", *health.pid);
   }
-  if (uptime) {
-    absl::StrAppend(&state, ", up ",
-                    ShortDuration(absl::Trunc(absl::Seconds(*uptime), absl::Seconds(1))));
+  if (health.uptime_seconds) {
+    absl::StrAppend(
+        &state, ", up ",
+        ShortDuration(absl::Trunc(absl::Seconds(*health.uptime_seconds), absl::Seconds(1))));
   }
   rows.emplace_back("aboxd", state);
   rows.emplace_back("socket", socket_path);
-  rows.emplace_back("version", absl::StrCat(OrDash(JsonString(version, "version")), " (API ",
-                                            OrDash(JsonString(version, "api")), ", guest protocol ",
-                                            JsonInt(version, "protocol").value_or(0), ")"));
-  if (std::optional<int64_t> n = JsonInt(health, "sandboxes")) {
-    rows.emplace_back("sandboxes", absl::StrCat(*n, " running"));
+  rows.emplace_back("version", absl::StrCat(OrDash(version.version), " (API ", OrDash(version.api),
+                                            ", guest protocol ", version.protocol, ")"));
+  if (health.sandboxes) {
+    rows.emplace_back("sandboxes", absl::StrCat(*health.sandboxes, " running"));
   }
-  rows.emplace_back("accel", OrDash(JsonString(health, "accel")));
-  if (const nlohmann::json* ledger = JsonMember(health, "ledger")) {
-    auto used_of = [&](const char* used, const char* budget, auto format) {
-      std::optional<int64_t> u = JsonInt(*ledger, used);
-      std::optional<int64_t> b = JsonInt(*ledger, budget);
-      return absl::StrCat(u ? format(*u) : "-", " of ", b ? format(*b) : "-", " in use");
+  rows.emplace_back("accel", OrDash(health.accel));
+  if (const std::optional<api::Ledger>& ledger = health.ledger) {
+    auto used_of = [](int64_t used, int64_t budget, auto format) {
+      return absl::StrCat(format(used), " of ", format(budget), " in use");
     };
-    rows.emplace_back(
-        "vCPUs", used_of("cpus_used", "cpus_budget", [](int64_t v) { return std::to_string(v); }));
-    rows.emplace_back("memory", used_of("memory_mib_used", "memory_mib_budget", FormatMib));
+    rows.emplace_back("vCPUs", used_of(ledger->cpus_used, ledger->cpus_budget,
+                                       [](int64_t v) { return std::to_string(v); }));
+    rows.emplace_back("memory",
+                      used_of(ledger->memory_mib_used, ledger->memory_mib_budget, FormatMib));
   }
   std::string out;
   for (const auto& [key, value] : rows) {

@@ -11,6 +11,7 @@
 #include "src/api/event.h"
 #include "src/api/exec.h"
 #include "src/api/sandbox.h"
+#include "src/api/system.h"
 
 namespace abox::cli {
 
@@ -32,8 +33,7 @@ namespace abox::cli {
 [[nodiscard]] std::string EventLine(const api::Event& event);
 
 // `abox daemon status`: key/value lines about the daemon from its health and version objects.
-[[nodiscard]] std::string DaemonStatusText(const nlohmann::json& health,
-                                           const nlohmann::json& version,
+[[nodiscard]] std::string DaemonStatusText(const api::Health& health, const api::Version& version,
                                            const std::string& socket_path);
 
 }  // namespace abox::cli

@@ -140,7 +140,8 @@ TEST(DaemonStatusTextTest, PidUptimeVersionAndLedger) {
                    {"memory_mib_used", 1536},
                    {"memory_mib_budget", 16384}}}};
   json version = {{"version", "0.1.0"}, {"api", "1"}, {"protocol", 3}};
-  EXPECT_EQ(DaemonStatusText(health, version, "/run/user/1/abox/aboxd.sock"),
+  EXPECT_EQ(DaemonStatusText(*api::DecodeHealth(health), *api::DecodeVersion(version),
+                             "/run/user/1/abox/aboxd.sock"),
             "aboxd      running, pid 4242, up 1h2m3s\n"
             "socket     /run/user/1/abox/aboxd.sock\n"
             "version    0.1.0 (API 1, guest protocol 3)\n"
