@@ -219,14 +219,23 @@ void FakeSandboxApi::AddRoutes(Router& router) {
     WithSandbox(*st, req, out, [&](Sandbox& s) {
       json files = json::array();
       if (s.record["name"] == "hostile") {
+        // The shape of the real daemon's FileDiff (src/api/workspace.h), kinds and modes too.
         files.push_back({{"path", "install.sh"},
                          {"status", "modified"},
+                         {"old_kind", "file"},
+                         {"new_kind", "file"},
+                         {"old_mode", 0755},
+                         {"new_mode", 0755},
                          {"binary", false},
                          {"additions", 1},
                          {"deletions", 0},
                          {"patch", kHostilePatch}});
         files.push_back({{"path", "notes.txt"},
                          {"status", "added"},
+                         {"old_kind", ""},
+                         {"new_kind", "file"},
+                         {"old_mode", 0},
+                         {"new_mode", 0644},
                          {"binary", false},
                          {"additions", 1},
                          {"deletions", 0},
