@@ -42,6 +42,14 @@ void ReadRequest(AnswerReader& r, EgressRequest& q) {
   r.Bool("once_used", &q.once_used);
 }
 
+void ReadOptionalString(AnswerReader& r, absl::string_view name, std::optional<std::string>* out) {
+  if (r.Has(name)) {
+    std::string s;
+    r.String(name, &s);
+    *out = std::move(s);
+  }
+}
+
 absl::StatusOr<nlohmann::json> Body(absl::string_view body) {
   return ParseObject(std::string_view(body.data(), body.size()));
 }
@@ -227,7 +235,6 @@ nlohmann::json ToJson(const EgressLog& log) {
   nlohmann::json connections = nlohmann::json::array();
   for (const EgressConnection& c : log.connections) {
     nlohmann::json j = {{"kind", c.kind},
-                        {"name", c.name},
                         {"address", c.address},
                         {"port", c.port},
                         {"verdict", c.verdict},
@@ -238,12 +245,14 @@ nlohmann::json ToJson(const EgressLog& log) {
                         {"bytes_down", c.bytes_down},
                         {"duration_ms", c.duration_ms}};
     PutTime(j, "time", c.time);
+    if (c.name) {
+      j["name"] = *c.name;
+    }
     connections.push_back(std::move(j));
   }
   nlohmann::json dns = nlohmann::json::array();
   for (const EgressLookup& d : log.dns) {
-    nlohmann::json j = {{"name", d.name},
-                        {"qtype", d.qtype},
+    nlohmann::json j = {{"qtype", d.qtype},
                         {"verdict", d.verdict},
                         {"rcode", d.rcode},
                         {"answers", d.answers},
@@ -251,6 +260,9 @@ nlohmann::json ToJson(const EgressLog& log) {
                         {"matched_rule", d.matched_rule},
                         {"via_override", d.via_override}};
     PutTime(j, "time", d.time);
+    if (d.name) {
+      j["name"] = *d.name;
+    }
     dns.push_back(std::move(j));
   }
   return {{"sandbox", log.sandbox},
@@ -271,7 +283,7 @@ absl::StatusOr<EgressLog> DecodeEgressLog(const nlohmann::json& value) {
     EgressConnection c;
     item.Time("time", &c.time);
     item.String("kind", &c.kind);
-    item.String("name", &c.name);
+    ReadOptionalString(item, "name", &c.name);
     item.String("address", &c.address);
     item.Int("port", &c.port);
     item.String("verdict", &c.verdict);
@@ -286,7 +298,7 @@ absl::StatusOr<EgressLog> DecodeEgressLog(const nlohmann::json& value) {
   r.ObjectArray("dns", [&](AnswerReader& item) {
     EgressLookup d;
     item.Time("time", &d.time);
-    item.String("name", &d.name);
+    ReadOptionalString(item, "name", &d.name);
     item.Int("qtype", &d.qtype);
     item.String("verdict", &d.verdict);
     item.Int("rcode", &d.rcode);

@@ -126,8 +126,8 @@ struct EgressIgnored {
 // A connection of a sandbox, as the proxy decided it.
 struct EgressConnection {
   std::optional<absl::Time> time;
-  std::string kind;  // unknown | tls | http | connect | tcp
-  std::string name;
+  std::string kind;                 // unknown | tls | http | connect | tcp
+  std::optional<std::string> name;  // TLS SNI or HTTP Host ("" when none); always sent
   std::string address;
   int64_t port = 0;
   std::string verdict;  // allowed | denied | error
@@ -144,7 +144,7 @@ struct EgressConnection {
 // A DNS lookup of a sandbox.
 struct EgressLookup {
   std::optional<absl::Time> time;
-  std::string name;
+  std::optional<std::string> name;  // the question; always sent
   int64_t qtype = 0;
   std::string verdict;
   int64_t rcode = 0;
