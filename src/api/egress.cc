@@ -15,18 +15,8 @@ nlohmann::json RulesJson(const EgressRules& r) {
 }
 
 void ReadRules(AnswerReader& r, EgressRules& rules) {
-  if (r.Has("mode")) {
-    std::string mode;
-    r.String("mode", &mode);
-    rules.mode = std::move(mode);
-  }
+  r.String("mode", &rules.mode);
   r.StringArray("allow", &rules.allow);
-}
-
-void PutTime(nlohmann::json& j, const char* key, const std::optional<absl::Time>& t) {
-  if (t) {
-    j[key] = FormatApiTime(*t);
-  }
 }
 
 void ReadRequest(AnswerReader& r, EgressRequest& q) {
@@ -40,14 +30,6 @@ void ReadRequest(AnswerReader& r, EgressRequest& q) {
   r.String("reason", &q.reason);
   r.Int("once_port", &q.once_port);
   r.Bool("once_used", &q.once_used);
-}
-
-void ReadOptionalString(AnswerReader& r, absl::string_view name, std::optional<std::string>* out) {
-  if (r.Has(name)) {
-    std::string s;
-    r.String(name, &s);
-    *out = std::move(s);
-  }
 }
 
 absl::StatusOr<nlohmann::json> Body(absl::string_view body) {
@@ -155,8 +137,8 @@ absl::StatusOr<EgressName> DecodeEgressName(absl::string_view body, bool with_on
 nlohmann::json ToJson(const EgressRequest& q) {
   nlohmann::json j = {{"sandbox", q.sandbox}, {"name", q.name},   {"port", q.port},
                       {"count", q.count},     {"state", q.state}, {"reason", q.reason}};
-  PutTime(j, "first_seen", q.first_seen);
-  PutTime(j, "last_seen", q.last_seen);
+  PutApiTime(j, "first_seen", q.first_seen);
+  PutApiTime(j, "last_seen", q.last_seen);
   if (q.once_port) {
     j["once_port"] = *q.once_port;
     j["once_used"] = q.once_used;
@@ -244,7 +226,7 @@ nlohmann::json ToJson(const EgressLog& log) {
                         {"bytes_up", c.bytes_up},
                         {"bytes_down", c.bytes_down},
                         {"duration_ms", c.duration_ms}};
-    PutTime(j, "time", c.time);
+    PutApiTime(j, "time", c.time);
     if (c.name) {
       j["name"] = *c.name;
     }
@@ -259,7 +241,7 @@ nlohmann::json ToJson(const EgressLog& log) {
                         {"reason", d.reason},
                         {"matched_rule", d.matched_rule},
                         {"via_override", d.via_override}};
-    PutTime(j, "time", d.time);
+    PutApiTime(j, "time", d.time);
     if (d.name) {
       j["name"] = *d.name;
     }
@@ -283,7 +265,7 @@ absl::StatusOr<EgressLog> DecodeEgressLog(const nlohmann::json& value) {
     EgressConnection c;
     item.Time("time", &c.time);
     item.String("kind", &c.kind);
-    ReadOptionalString(item, "name", &c.name);
+    item.String("name", &c.name);
     item.String("address", &c.address);
     item.Int("port", &c.port);
     item.String("verdict", &c.verdict);
@@ -298,7 +280,7 @@ absl::StatusOr<EgressLog> DecodeEgressLog(const nlohmann::json& value) {
   r.ObjectArray("dns", [&](AnswerReader& item) {
     EgressLookup d;
     item.Time("time", &d.time);
-    ReadOptionalString(item, "name", &d.name);
+    item.String("name", &d.name);
     item.Int("qtype", &d.qtype);
     item.String("verdict", &d.verdict);
     item.Int("rcode", &d.rcode);

@@ -32,12 +32,6 @@ constexpr SignalName kSignals[] = {
     {"PWR", SIGPWR},       {"SYS", SIGSYS},
 };
 
-void PutTime(nlohmann::json& j, const char* key, const std::optional<absl::Time>& t) {
-  if (t) {
-    j[key] = FormatApiTime(*t);
-  }
-}
-
 void ReadChunk(AnswerReader& r, OutputChunk& c) {
   r.Int("seq", &c.seq);
   r.String("stream", &c.stream);
@@ -244,7 +238,7 @@ nlohmann::json ToJson(const Exec& e) {
       {"output_bytes", e.output_bytes},
       {"output_truncated", e.output_truncated},
   };
-  PutTime(j, "started_at", e.started_at);
+  PutApiTime(j, "started_at", e.started_at);
   if (!e.argv.empty()) {
     j["argv"] = e.argv;
   } else {
@@ -262,7 +256,7 @@ nlohmann::json ToJson(const Exec& e) {
       j["error"] = e.error;
     }
   }
-  PutTime(j, "finished_at", e.finished_at);
+  PutApiTime(j, "finished_at", e.finished_at);
   if (e.output) {
     nlohmann::json output = nlohmann::json::array();
     for (const OutputChunk& c : *e.output) {

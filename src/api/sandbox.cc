@@ -12,15 +12,6 @@
 #include "src/base/status_macros.h"
 
 namespace abox::api {
-namespace {
-
-void PutTime(nlohmann::json& j, const char* key, const std::optional<absl::Time>& t) {
-  if (t) {
-    j[key] = FormatApiTime(*t);
-  }
-}
-
-}  // namespace
 
 absl::Status ValidateSandboxName(absl::string_view name) {
   auto bad = [&](absl::string_view why) {
@@ -189,7 +180,7 @@ nlohmann::json ToJson(const Sandbox& s) {
       {"idle_timeout_seconds", s.idle_timeout_seconds},
       {"running_execs", s.running_execs},
   };
-  PutTime(j, "created_at", s.created_at);
+  PutApiTime(j, "created_at", s.created_at);
   if (!s.failure.empty()) {
     j["failure"] = s.failure;
   }
@@ -199,15 +190,15 @@ nlohmann::json ToJson(const Sandbox& s) {
   if (!s.egress_mode.empty()) {
     j["egress"] = {{"mode", s.egress_mode}};
   }
-  PutTime(j, "ready_at", s.ready_at);
-  PutTime(j, "last_active_at", s.last_active_at);
+  PutApiTime(j, "ready_at", s.ready_at);
+  PutApiTime(j, "last_active_at", s.last_active_at);
   if (!s.accel.empty()) {
     j["accel"] = s.accel;
   }
   if (s.vmm_pid != 0) {
     j["vmm_pid"] = s.vmm_pid;
   }
-  PutTime(j, "expires_at", s.expires_at);
+  PutApiTime(j, "expires_at", s.expires_at);
   return j;
 }
 

@@ -33,11 +33,7 @@ absl::StatusOr<Health> DecodeHealth(const nlohmann::json& value) {
   Health h;
   r.String("status", &h.status);
   r.Int("pid", &h.pid);
-  if (r.Has("uptime_seconds")) {
-    double uptime = 0;
-    r.Number("uptime_seconds", &uptime);
-    h.uptime_seconds = uptime;
-  }
+  r.Number("uptime_seconds", &h.uptime_seconds);
   r.Int("sandboxes", &h.sandboxes);
   r.Object("ledger", [&](AnswerReader& l) {
     Ledger ledger;

@@ -23,6 +23,12 @@ absl::StatusOr<absl::Time> ParseApiTime(absl::string_view text) {
   return t;
 }
 
+void PutApiTime(nlohmann::json& object, const char* key, const std::optional<absl::Time>& time) {
+  if (time) {
+    object[key] = FormatApiTime(*time);
+  }
+}
+
 std::string Dump(const nlohmann::json& value, int indent) {
   return value.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }
@@ -92,6 +98,36 @@ void AnswerReader::String(absl::string_view name, std::string* out) {
       return Fail(FieldName(name), "a string", *v);
     }
     *out = v->get<std::string>();
+  }
+}
+
+void AnswerReader::String(absl::string_view name, std::optional<std::string>* out) {
+  std::string s;
+  if (Has(name)) {
+    String(name, &s);
+    if (status_.ok()) {
+      *out = std::move(s);
+    }
+  }
+}
+
+void AnswerReader::Bool(absl::string_view name, std::optional<bool>* out) {
+  bool b = false;
+  if (Has(name)) {
+    Bool(name, &b);
+    if (status_.ok()) {
+      *out = b;
+    }
+  }
+}
+
+void AnswerReader::Number(absl::string_view name, std::optional<double>* out) {
+  double d = 0;
+  if (Has(name)) {
+    Number(name, &d);
+    if (status_.ok()) {
+      *out = d;
+    }
   }
 }
 

@@ -22,6 +22,9 @@ namespace abox::api {
 // Any RFC 3339 time (the API writes FormatApiTime's; clients accept any offset and precision).
 [[nodiscard]] absl::StatusOr<absl::Time> ParseApiTime(absl::string_view text);
 
+// Sets `key` to FormatApiTime(*time) when there is a time (absent otherwise).
+void PutApiTime(nlohmann::json& object, const char* key, const std::optional<absl::Time>& time);
+
 // Serialises for the wire; invalid UTF-8 (which should not be there) is replaced, never thrown.
 [[nodiscard]] std::string Dump(const nlohmann::json& value, int indent = -1);
 
@@ -47,10 +50,13 @@ class AnswerReader final {
   AnswerReader& operator=(const AnswerReader&) = delete;
 
   void String(absl::string_view name, std::string* out);
+  void String(absl::string_view name, std::optional<std::string>* out);
   void Int(absl::string_view name, int64_t* out);
   void Int(absl::string_view name, std::optional<int64_t>* out);
   void Number(absl::string_view name, double* out);  // an integer or a fraction
+  void Number(absl::string_view name, std::optional<double>* out);
   void Bool(absl::string_view name, bool* out);
+  void Bool(absl::string_view name, std::optional<bool>* out);
   void Time(absl::string_view name, std::optional<absl::Time>* out);  // RFC 3339 text
   // A string of base64 text, decoded (bytes that are not UTF-8 travel so).
   void Base64(absl::string_view name, std::string* out);

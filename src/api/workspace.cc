@@ -20,17 +20,9 @@ void ReadFileDiff(AnswerReader& r, FileDiff& f) {
   r.Bool("binary", &f.binary);
   r.Int("additions", &f.additions);
   r.Int("deletions", &f.deletions);
-  if (r.Has("exec_sensitive")) {
-    std::string why;
-    r.String("exec_sensitive", &why);
-    f.exec_sensitive = std::move(why);
-  }
+  r.String("exec_sensitive", &f.exec_sensitive);
   r.String("patch", &f.patch);
-  if (r.Has("control_characters")) {
-    bool control = false;
-    r.Bool("control_characters", &control);
-    f.control_characters = control;
-  }
+  r.Bool("control_characters", &f.control_characters);
 }
 
 void ReadChange(AnswerReader& r, PlannedChange& c) {
