@@ -28,14 +28,13 @@ LAYERS = {
     "client": ["base", "api"],
     "daemon": ["base", "api", "daemon/http", "store", "runtime", "vmm", "image", "net", "proto",
                "workspace"],
-    "cli": ["base", "client", "runtime", "image", "vmm", "proto", "workspace"],
+    # The CLI is a client of the API: it fills and reads the api types (src/api/<resource>.h)
+    # that the client sends and decodes.
+    "cli": ["base", "api", "client", "runtime", "image", "vmm", "proto", "workspace"],
 }
 
 # (including file, folder it may reach anyway): reason. Each is a debt with its way out.
 EXCEPTIONS = {
-    ("src/api/resource_json.h", "store"):
-        "the resources' JSON is written from the store's records; issue 12 gives src/api "
-        "codecs of its own types so that api no longer knows the store",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:src|tests)/[^"]+)"')

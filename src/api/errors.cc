@@ -114,6 +114,27 @@ std::string ErrorBody(absl::string_view code, absl::string_view message,
                                                           nlohmann::json::error_handler_t::replace);
 }
 
+ErrorFields ReadErrorBody(absl::string_view body) {
+  ErrorFields out;
+  nlohmann::json parsed =
+      nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object()) {
+    return out;
+  }
+  auto error = parsed.find("error");
+  if (error == parsed.end() || !error->is_object()) {
+    return out;
+  }
+  auto text = [&](const char* key) -> std::string {
+    auto it = error->find(key);
+    return it != error->end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  out.code = text("code");
+  out.message = text("message");
+  out.field = text("field");
+  return out;
+}
+
 ErrorResponse ErrorResponseFor(const absl::Status& status) {
   ErrorKind kind = ErrorKindOf(status);
   std::string message(status.message());

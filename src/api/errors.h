@@ -51,6 +51,15 @@ inline constexpr absl::string_view kTooManyConnections = "too_many_connections";
 [[nodiscard]] std::string ErrorBody(absl::string_view code, absl::string_view message,
                                     std::optional<absl::string_view> field = std::nullopt);
 
+// The fields of an error body as a client reads them. Best effort: a field that is absent or
+// not a string is empty (whatever the body holds, the HTTP status already says it failed).
+struct ErrorFields {
+  std::string code;
+  std::string message;
+  std::string field;
+};
+[[nodiscard]] ErrorFields ReadErrorBody(absl::string_view body);
+
 // An error response ready to send.
 struct ErrorResponse {
   int http_status;

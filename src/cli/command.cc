@@ -5,7 +5,6 @@
 #include "src/cli/output.h"
 #include "src/cli/terminal_text.h"
 #include "src/client/daemon_launcher.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 
@@ -28,19 +27,6 @@ void PrintVerbatim(const std::string& body) {
   if (text.empty() || text.back() != '\n') {
     std::fputc('\n', stdout);
   }
-}
-
-std::vector<std::string> JsonStrings(const nlohmann::json& object, absl::string_view key) {
-  std::vector<std::string> out;
-  if (const nlohmann::json* list = client::JsonMember(object, key);
-      list != nullptr && list->is_array()) {
-    for (const nlohmann::json& item : *list) {
-      if (item.is_string()) {
-        out.push_back(item.get<std::string>());
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace abox::cli

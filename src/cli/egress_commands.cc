@@ -12,17 +12,11 @@
 #include "src/cli/flags.h"
 #include "src/cli/output.h"
 #include "src/cli/terminal_text.h"
+#include "src/client/answers.h"
 #include "src/client/api_paths.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 namespace {
-
-using client::JsonBool;
-using client::JsonInt;
-using client::JsonMember;
-using client::JsonString;
-using client::JsonTime;
 
 struct Options {
   std::vector<std::string> args;  // [ID] RULE... / ID NAME / NAME
@@ -38,8 +32,7 @@ struct Options {
 
 int Usage(const std::string& message) { return Fail(absl::InvalidArgumentError(message), 2); }
 
-std::string TimeText(const nlohmann::json& j) {
-  std::optional<absl::Time> t = JsonTime(j, "time");
+std::string TimeText(const std::optional<absl::Time>& t) {
   return t ? absl::FormatTime("%Y-%m-%d %H:%M:%S", *t, absl::LocalTimeZone()) : "";
 }
 
@@ -52,28 +45,43 @@ std::string Clip(std::string text, size_t max) {
 }
 
 // The daemon's warnings (a loopback rule added) go to stderr, JSON output or not.
-void PrintWarnings(const nlohmann::json& j) {
-  for (const std::string& warning : JsonStrings(j, "warnings")) {
+void PrintWarnings(const api::EgressPolicy& p) {
+  for (const std::string& warning : p.warnings) {
     std::fprintf(stderr, "warning: %s\n", warning.c_str());
   }
 }
 
-void PrintPolicy(const nlohmann::json& p, const std::string& scope) {
-  const nlohmann::json* mode = JsonMember(p, "mode");
-  std::string mode_text =
-      mode != nullptr && mode->is_string() ? mode->get<std::string>() : "(global's)";
-  std::vector<std::string> allow = JsonStrings(p, "allow");
+void PrintPolicy(const api::EgressPolicy& p, const std::string& scope) {
+  std::string mode_text = p.rules.mode.value_or("(global's)");
+  const std::vector<std::string>& allow = p.rules.allow;
   std::printf("%s: mode %s, %zu rule(s)%s\n", scope.c_str(), mode_text.c_str(), allow.size(),
               allow.empty() ? "" : ":");
   for (const std::string& rule : allow) {
     std::printf("  %s\n", rule.c_str());
   }
-  if (const nlohmann::json* effective = JsonMember(p, "effective")) {
-    std::vector<std::string> rules = JsonStrings(*effective, "allow");
+  if (const std::optional<api::EgressRules>& effective = p.effective) {
+    const std::vector<std::string>& rules = effective->allow;
     std::printf("effective (global + sandbox): mode %s, %zu rule(s): %s\n",
-                JsonString(*effective, "mode").c_str(), rules.size(),
+                effective->mode.value_or("").c_str(), rules.size(),
                 rules.empty() ? "(none)" : absl::StrJoin(rules, " ").c_str());
   }
+}
+
+// A policy answer: warnings on stderr, then verbatim with --json, else as text.
+int PrintPolicyAnswer(const client::ApiResponse& r, absl::string_view request, bool json,
+                      const std::string& scope) {
+  absl::StatusOr<api::EgressPolicy> policy =
+      client::DecodeAnswer(r, request, api::DecodeEgressPolicy);
+  if (!policy.ok()) {
+    return Fail(policy.status());
+  }
+  PrintWarnings(*policy);
+  if (json) {
+    PrintVerbatim(r.body);
+  } else {
+    PrintPolicy(*policy, scope);
+  }
+  return 0;
 }
 
 // "[ID] RULE..." -> the policy's path prefix and the rules.
@@ -104,21 +112,14 @@ int ChangeRules(const Options& o, bool add) {
                               "api.github.com)"));
   }
   return WithApi([&](client::ApiClient& api) {
-    nlohmann::json body{{add ? "add" : "remove", rules}};
-    if (o.allow_loopback) {
-      body["allow_loopback"] = true;
-    }
-    absl::StatusOr<client::ApiResponse> r = api.Post(absl::StrCat(prefix, "/rules"), body);
+    api::EgressRuleChange body{.allow_loopback = o.allow_loopback};
+    (add ? body.add : body.remove) = rules;
+    absl::StatusOr<client::ApiResponse> r =
+        api.Post(absl::StrCat(prefix, "/rules"), api::ToJson(body));
     if (!r.ok()) {
       return Fail(r.status());
     }
-    PrintWarnings(r->json);
-    if (o.json) {
-      PrintVerbatim(r->body);
-    } else {
-      PrintPolicy(r->json, scope);
-    }
-    return 0;
+    return PrintPolicyAnswer(*r, "POST .../egress/rules", o.json, scope);
   });
 }
 
@@ -136,17 +137,29 @@ int Policy(const Options& o) {
     std::string path = absl::StrCat(prefix, "/policy");
     absl::StatusOr<client::ApiResponse> r = api.Get(path);
     if (r.ok() && !o.mode.empty()) {
-      nlohmann::json body = {{"allow", JsonStrings(r->json, "allow")}};
-      body["mode"] = o.mode == "inherit" ? nlohmann::json(nullptr) : nlohmann::json(o.mode);
-      r = api.Put(path, body);
+      absl::StatusOr<api::EgressPolicy> current =
+          client::DecodeAnswer(*r, "GET .../egress/policy", api::DecodeEgressPolicy);
+      if (!current.ok()) {
+        return Fail(current.status());
+      }
+      api::EgressPolicyUpdate body{.rules = {.allow = current->rules.allow}};
+      if (o.mode != "inherit") {
+        body.rules.mode = o.mode;
+      }
+      r = api.Put(path, api::ToJson(body));
     }
     if (!r.ok()) {
       return Fail(r.status());
     }
+    absl::StatusOr<api::EgressPolicy> policy =
+        client::DecodeAnswer(*r, "GET .../egress/policy", api::DecodeEgressPolicy);
+    if (!policy.ok()) {
+      return Fail(policy.status());
+    }
     if (o.json) {
       PrintVerbatim(r->body);
     } else {
-      PrintPolicy(r->json, scope);
+      PrintPolicy(*policy, scope);
     }
     return 0;
   });
@@ -166,9 +179,13 @@ int Log(const Options& o) {
       PrintVerbatim(r->body);
       return 0;
     }
-    std::vector<std::vector<std::string>> rows =
-        EgressLogRows(r->json, static_cast<size_t>(o.limit));
-    std::string footer = EgressLogFooter(r->json);
+    absl::StatusOr<api::EgressLog> log =
+        client::DecodeAnswer(*r, "GET .../egress/log", api::DecodeEgressLog);
+    if (!log.ok()) {
+      return Fail(log.status());
+    }
+    std::vector<std::vector<std::string>> rows = EgressLogRows(*log, static_cast<size_t>(o.limit));
+    std::string footer = EgressLogFooter(*log);
     if (rows.empty()) {
       std::printf("no connections or lookups yet\n%s", footer.c_str());
       return 0;
@@ -201,21 +218,20 @@ int Queue(const Options& o) {
       PrintVerbatim(r->body);
       return 0;
     }
+    absl::StatusOr<api::EgressQueue> queue =
+        client::DecodeAnswer(*r, "GET /v1/egress/queue", api::DecodeEgressQueue);
+    if (!queue.ok()) {
+      return Fail(queue.status());
+    }
     std::vector<std::vector<std::string>> rows;
     absl::Time now = absl::Now();
-    if (const nlohmann::json* list = JsonMember(r->json, "requests");
-        list != nullptr && list->is_array()) {
-      for (const nlohmann::json& q : *list) {
-        std::optional<absl::Time> last = JsonTime(q, "last_seen");
-        int64_t port = JsonInt(q, "port").value_or(0);
-        rows.push_back({JsonString(q, "sandbox"), JsonString(q, "name"),
-                        port == 0 ? "(dns)" : std::to_string(port),
-                        std::to_string(JsonInt(q, "count").value_or(0)),
-                        last ? FormatAge(now - *last) + " ago" : "", JsonString(q, "state")});
-      }
+    for (const api::EgressRequest& q : queue->requests) {
+      rows.push_back({q.sandbox, q.name, q.port == 0 ? "(dns)" : std::to_string(q.port),
+                      std::to_string(q.count),
+                      q.last_seen ? FormatAge(now - *q.last_seen) + " ago" : "", q.state});
     }
     // Sandbox ids are the daemon's own (hex), never the guest's text.
-    std::string footer = EgressQueueFooter(r->json);
+    std::string footer = EgressQueueFooter(*queue);
     if (rows.empty()) {
       std::printf("no names waiting for review\n%s", footer.c_str());
       return 0;
@@ -245,22 +261,28 @@ int Approve(const Options& o) {
   return WithApi([&](client::ApiClient& api) {
     absl::StatusOr<client::ApiResponse> r =
         api.Post(client::SandboxPath(o.args[0], "/egress/approve"),
-                 nlohmann::json{{"name", o.args[1]}, {"once", !o.always}});
+                 api::ToJson(api::EgressName{.name = o.args[1], .once = !o.always}));
     if (!r.ok()) {
       return Fail(r.status());
     }
-    if (std::string note = JsonString(r->json, "note"); !note.empty()) {
-      std::fprintf(stderr, "note: %s\n", note.c_str());
+    absl::StatusOr<api::EgressDecision> decision =
+        client::DecodeAnswer(*r, "POST .../egress/approve", api::DecodeEgressDecision);
+    if (!decision.ok()) {
+      return Fail(decision.status());
+    }
+    if (!decision->note.empty()) {
+      std::fprintf(stderr, "note: %s\n", decision->note.c_str());
     }
     if (o.json) {
       PrintVerbatim(r->body);
-    } else if (std::string rule = JsonString(r->json, "rule"); !rule.empty()) {
-      std::printf("allowed: rule %s added to sandbox %s\n", rule.c_str(), o.args[0].c_str());
+    } else if (!decision->rule.empty()) {
+      std::printf("allowed: rule %s added to sandbox %s\n", decision->rule.c_str(),
+                  o.args[0].c_str());
     } else {
-      const nlohmann::json* request = JsonMember(r->json, "request");
+      const api::EgressRequest& request = decision->request;
       std::printf("approved once: the next connection to %s:%lld (use --always for a rule)\n",
-                  request ? JsonString(*request, "name").c_str() : o.args[1].c_str(),
-                  static_cast<long long>(request ? JsonInt(*request, "once_port").value_or(0) : 0));
+                  request.name.empty() ? o.args[1].c_str() : request.name.c_str(),
+                  static_cast<long long>(request.once_port.value_or(0)));
     }
     return 0;
   });
@@ -271,8 +293,9 @@ int Deny(const Options& o) {
     return Usage("usage: abox egress deny ID NAME");
   }
   return WithApi([&](client::ApiClient& api) {
-    absl::StatusOr<client::ApiResponse> r = api.Post(client::SandboxPath(o.args[0], "/egress/deny"),
-                                                     nlohmann::json{{"name", o.args[1]}});
+    absl::StatusOr<client::ApiResponse> r =
+        api.Post(client::SandboxPath(o.args[0], "/egress/deny"),
+                 api::ToJson(api::EgressName{.name = o.args[1]}));
     if (!r.ok()) {
       return Fail(r.status());
     }
@@ -292,41 +315,40 @@ int Ignore(const Options& o) {
   }
   return WithApi([&](client::ApiClient& api) {
     absl::StatusOr<client::ApiResponse> r =
-        api.Post("/v1/egress/ignore", nlohmann::json{{"name", o.args[0]}});
+        api.Post("/v1/egress/ignore", api::ToJson(api::EgressName{.name = o.args[0]}));
     if (!r.ok()) {
       return Fail(r.status());
     }
     if (o.json) {
       PrintVerbatim(r->body);
-    } else {
-      std::printf(
-          "ignored: %s stays denied everywhere and is not asked about again "
-          "(%lld request(s) left the queue)\n",
-          o.args[0].c_str(),
-          static_cast<long long>(JsonInt(r->json, "requests_changed").value_or(0)));
+      return 0;
     }
+    absl::StatusOr<api::EgressIgnored> ignored =
+        client::DecodeAnswer(*r, "POST /v1/egress/ignore", api::DecodeEgressIgnored);
+    if (!ignored.ok()) {
+      return Fail(ignored.status());
+    }
+    std::printf(
+        "ignored: %s stays denied everywhere and is not asked about again "
+        "(%lld request(s) left the queue)\n",
+        o.args[0].c_str(), static_cast<long long>(ignored->requests_changed));
     return 0;
   });
 }
 
 }  // namespace
 
-std::string EgressLogFooter(const nlohmann::json& log) {
-  const nlohmann::json* dropped = JsonMember(log, "dropped");
-  if (dropped == nullptr || !dropped->is_object()) {
-    return "";
-  }
+std::string EgressLogFooter(const api::EgressLog& log) {
   std::vector<std::string> parts;
-  auto add = [&](const char* field, const char* what) {
-    int64_t n = JsonInt(*dropped, field).value_or(0);
+  auto add = [&](int64_t n, const char* what) {
     if (n > 0) {
       parts.push_back(absl::StrCat(n, " ", what));
     }
   };
-  add("queue", "refused names not queued (the review queue was full)");
-  add("connections", "older connection rows");
-  add("dns", "older lookup rows");
-  add("events", "older events");
+  add(log.dropped.queue, "refused names not queued (the review queue was full)");
+  add(log.dropped.connections, "older connection rows");
+  add(log.dropped.dns, "older lookup rows");
+  add(log.dropped.events, "older events");
   if (parts.empty()) {
     return "";
   }
@@ -334,19 +356,15 @@ std::string EgressLogFooter(const nlohmann::json& log) {
                       "; every refusal is still denied)\n");
 }
 
-std::string EgressQueueFooter(const nlohmann::json& queue) {
-  const nlohmann::json* full = JsonMember(queue, "queue_full");
-  if (full == nullptr || !full->is_array()) {
-    return "";
-  }
-  int64_t cap = JsonInt(queue, "queue_cap").value_or(0);
+std::string EgressQueueFooter(const api::EgressQueue& queue) {
+  int64_t cap = queue.queue_cap;
   std::string out;
-  for (const nlohmann::json& f : *full) {
-    int64_t n = JsonInt(f, "dropped").value_or(0);
+  for (const api::EgressQueue::Full& f : queue.queue_full) {
+    int64_t n = f.dropped;
     if (n <= 0) {
       continue;
     }
-    absl::StrAppend(&out, "sandbox ", JsonString(f, "sandbox"), ": ", n,
+    absl::StrAppend(&out, "sandbox ", f.sandbox, ": ", n,
                     " refused name(s) were not queued: its queue was full (", cap,
                     " pending); they stay denied. Deny or ignore pending names to make room, "
                     "or see them in abox egress log\n");
@@ -354,43 +372,31 @@ std::string EgressQueueFooter(const nlohmann::json& queue) {
   return out;
 }
 
-std::vector<std::vector<std::string>> EgressLogRows(const nlohmann::json& log, size_t limit) {
+std::vector<std::vector<std::string>> EgressLogRows(const api::EgressLog& log, size_t limit) {
   struct Row {
-    std::string sort_key;  // RFC 3339 UTC sorts as text
+    absl::Time sort_key;  // rows without a time last
     std::vector<std::string> cells;
   };
+  auto key = [](const std::optional<absl::Time>& t) { return t.value_or(absl::InfinitePast()); };
   std::vector<Row> rows;
-  if (const nlohmann::json* list = JsonMember(log, "connections");
-      list != nullptr && list->is_array()) {
-    for (const nlohmann::json& c : *list) {
-      std::string verdict = JsonString(c, "verdict");
-      std::string address = JsonString(c, "address");
-      std::string where =
-          absl::StrCat(address.empty() ? "-" : address, ":", JsonInt(c, "port").value_or(0));
-      std::string why =
-          verdict == "allowed" ? JsonString(c, "matched_rule") : JsonString(c, "reason");
-      if (JsonBool(c, "via_override")) {
-        why += " [test override]";
-      }
-      rows.push_back(
-          {JsonString(c, "time"),
-           {TimeText(c), JsonString(c, "kind"), JsonString(c, "name", "-"), where, verdict,
-            HumanBytes(static_cast<uint64_t>(JsonInt(c, "bytes_up").value_or(0))),
-            HumanBytes(static_cast<uint64_t>(JsonInt(c, "bytes_down").value_or(0))),
-            absl::StrCat(JsonInt(c, "duration_ms").value_or(0), "ms"), Clip(why, 60)}});
+  for (const api::EgressConnection& c : log.connections) {
+    std::string where = absl::StrCat(c.address.empty() ? "-" : c.address, ":", c.port);
+    std::string why = c.verdict == "allowed" ? c.matched_rule : c.reason;
+    if (c.via_override) {
+      why += " [test override]";
     }
+    rows.push_back({key(c.time),
+                    {TimeText(c.time), c.kind, c.name.value_or("-"), where, c.verdict,
+                     HumanBytes(static_cast<uint64_t>(c.bytes_up)),
+                     HumanBytes(static_cast<uint64_t>(c.bytes_down)),
+                     absl::StrCat(c.duration_ms, "ms"), Clip(why, 60)}});
   }
-  if (const nlohmann::json* list = JsonMember(log, "dns"); list != nullptr && list->is_array()) {
-    for (const nlohmann::json& d : *list) {
-      std::string verdict = JsonString(d, "verdict");
-      std::vector<std::string> answers = JsonStrings(d, "answers");
-      std::string why =
-          verdict == "allowed" ? JsonString(d, "matched_rule") : JsonString(d, "reason");
-      rows.push_back({JsonString(d, "time"),
-                      {TimeText(d), "dns", JsonString(d, "name", "-"),
-                       answers.empty() ? "-" : Clip(absl::StrJoin(answers, ","), 40), verdict, "",
-                       "", "", Clip(why, 60)}});
-    }
+  for (const api::EgressLookup& d : log.dns) {
+    std::string why = d.verdict == "allowed" ? d.matched_rule : d.reason;
+    rows.push_back({key(d.time),
+                    {TimeText(d.time), "dns", d.name.value_or("-"),
+                     d.answers.empty() ? "-" : Clip(absl::StrJoin(d.answers, ","), 40), d.verdict,
+                     "", "", "", Clip(why, 60)}});
   }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return a.sort_key > b.sort_key; });

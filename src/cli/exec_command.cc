@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "src/api/exec.h"
 #include "src/base/io.h"
 #include "src/base/utf8.h"
 #include "src/cli/exit_status.h"
@@ -20,8 +21,8 @@
 #include "src/cli/sandbox_format.h"
 #include "src/cli/terminal.h"
 #include "src/cli/usage_errors.h"
+#include "src/client/answers.h"
 #include "src/client/api_paths.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 namespace {
@@ -43,7 +44,7 @@ struct ExecOptions {
   double timeout_seconds = 0;
 };
 
-absl::StatusOr<nlohmann::json> ExecRequestBody(const ExecOptions& o) {
+absl::StatusOr<api::ExecCreate> ExecRequestBody(const ExecOptions& o) {
   absl::StatusOr<std::map<std::string, std::string>> env =
       ParseKeyValues("-e/--env", "NAME=VALUE", o.env_items);
   if (!env.ok()) {
@@ -67,25 +68,22 @@ absl::StatusOr<nlohmann::json> ExecRequestBody(const ExecOptions& o) {
                        "binary data through stdin instead"));
     }
   }
-  nlohmann::json body = {{"argv", o.argv}, {"stdin", !o.no_stdin}, {"kill_on_disconnect", true}};
-  if (!env->empty()) {
-    body["env"] = *env;
-  }
-  if (!o.workdir.empty()) {
-    body["cwd"] = o.workdir;
-  }
-  if (o.no_sync) {
-    body["sync"] = false;
-  }
+  api::ExecCreate body;
+  body.argv = o.argv;
+  body.stdin_open = !o.no_stdin;
+  body.kill_on_disconnect = true;
+  body.env = *std::move(env);
+  body.cwd = o.workdir;
+  body.sync = !o.no_sync;
   if (o.root) {
-    body["user"] = "root";
+    body.user = "root";
   }
   if (o.timeout_seconds > 0) {
-    body["timeout_ms"] = static_cast<int64_t>(o.timeout_seconds * 1000);
+    body.timeout_ms = static_cast<int64_t>(o.timeout_seconds * 1000);
   }
   if (o.tty) {
     WindowSize size = TerminalSize().value_or(WindowSize{24, 80});
-    body["pty"] = {{"rows", size.rows}, {"cols", size.cols}};
+    body.pty = std::make_pair(int64_t{size.rows}, int64_t{size.cols});
   }
   return body;
 }
@@ -96,8 +94,8 @@ class ControlChannel final {
   ControlChannel(std::unique_ptr<client::ApiClient> api, std::string exec_path)
       : api_(std::move(api)), exec_path_(std::move(exec_path)) {}
 
-  void Signal(int sig) { Post("/signal", {{"signal", SignalName(sig)}}); }
-  void Resize(WindowSize size) { Post("/resize", {{"rows", size.rows}, {"cols", size.cols}}); }
+  void Signal(int sig) { Post("/signal", api::SignalRequestToJson(SignalName(sig))); }
+  void Resize(WindowSize size) { Post("/resize", api::PtySizeToJson(size.rows, size.cols)); }
 
  private:
   void Post(absl::string_view what, const nlohmann::json& body) {
@@ -144,7 +142,7 @@ void PumpStdin(client::ApiClient& api, const std::string& exec_path, int stop_fd
 }
 
 int Exec(const ExecOptions& o) {
-  absl::StatusOr<nlohmann::json> body = ExecRequestBody(o);
+  absl::StatusOr<api::ExecCreate> body = ExecRequestBody(o);
   if (!body.ok()) {
     return Fail(body.status(), kExitAboxFailure);
   }
@@ -158,13 +156,17 @@ int Exec(const ExecOptions& o) {
   // Blocked before any thread starts, so that only the SignalForwarder sees them.
   BlockHandledSignals();
   absl::StatusOr<client::ApiResponse> started =
-      (*output)->Post(client::SandboxPath(o.sandbox, "/execs"), *body);
+      (*output)->Post(client::SandboxPath(o.sandbox, "/execs"), api::ToJson(*body));
   if (!started.ok()) {
     return Fail(started.status(), kExitAboxFailure);
   }
+  absl::StatusOr<api::Exec> exec =
+      client::DecodeAnswer(*started, "POST /v1/sandboxes/{id}/execs", api::DecodeExec);
+  if (!exec.ok()) {
+    return Fail(exec.status(), kExitAboxFailure);
+  }
   std::string exec_path =
-      client::ExecPath(client::JsonString(started->json, "sandbox_id", o.sandbox),
-                       client::JsonString(started->json, "id"));
+      client::ExecPath(exec->sandbox_id.empty() ? o.sandbox : exec->sandbox_id, exec->id);
   absl::StatusOr<std::unique_ptr<client::ApiClient>> input =
       client::ApiClient::Create((*output)->socket_path());
   absl::StatusOr<std::unique_ptr<client::ApiClient>> control_api =
@@ -207,27 +209,32 @@ int Exec(const ExecOptions& o) {
     stdin_thread = std::thread(PumpStdin, std::ref(**input), exec_path, stop_stdin.get());
   }
 
-  std::optional<nlohmann::json> ended;
+  std::optional<api::Exec> ended;
+  absl::Status undecodable;
   bool stdout_broken = false;
   absl::Status streamed =
-      (*output)->StreamNdjson(absl::StrCat(exec_path, "/output"), [&](const nlohmann::json& line) {
-        std::string type = client::JsonString(line, "type");
-        if (type == "exit") {
-          const nlohmann::json* exec = client::JsonMember(line, "exec");
-          ended = exec != nullptr ? *exec : nlohmann::json::object();
+      (*output)->StreamNdjson(absl::StrCat(exec_path, "/output"), [&](const nlohmann::json& json) {
+        absl::StatusOr<api::OutputLine> line = api::DecodeOutputLine(json);
+        if (!line.ok()) {
+          undecodable = client::AnswerError(line.status(), "GET .../output");
           return false;
         }
-        if (type == "truncated") {
+        if (line->type == api::OutputLine::Type::kExit) {
+          ended = std::move(line->exec);
+          return false;
+        }
+        if (line->type == api::OutputLine::Type::kTruncated) {
           std::fprintf(stderr,
                        "abox: earlier output of the command was dropped before it could "
                        "be shown\n");
           return true;
         }
-        int fd = client::JsonString(line, "stream") == "stderr" ? STDERR_FILENO : STDOUT_FILENO;
-        if (type != "output" || (fd == STDOUT_FILENO && stdout_broken)) {
+        int fd = line->chunk.stream == "stderr" ? STDERR_FILENO : STDOUT_FILENO;
+        if (line->type != api::OutputLine::Type::kOutput ||
+            (fd == STDOUT_FILENO && stdout_broken)) {
           return true;
         }
-        if (!base::WriteAll(fd, OutputBytes(line)).ok() && fd == STDOUT_FILENO) {
+        if (!base::WriteAll(fd, line->chunk.data).ok() && fd == STDOUT_FILENO) {
           // Like a local pipeline (`abox exec ID -- yes | head`): the command gets SIGPIPE.
           stdout_broken = true;
           control.Signal(SIGPIPE);
@@ -248,7 +255,9 @@ int Exec(const ExecOptions& o) {
     return kExitInterrupted;
   }
   if (!ended) {
-    if (streamed.ok()) {
+    if (!undecodable.ok()) {
+      streamed = undecodable;
+    } else if (streamed.ok()) {
       streamed = absl::UnavailableError(
           "aboxd ended the command's output stream before the command finished; see "
           "`abox logs --execs`");

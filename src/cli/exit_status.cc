@@ -5,7 +5,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "src/cli/terminal_text.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 
@@ -24,19 +23,18 @@ ExitReport ReportCommandEnd(const CommandOutcome& outcome) {
   return report;
 }
 
-ExitReport ReportExecEnd(const nlohmann::json& exec) {
+ExitReport ReportExecEnd(const api::Exec& exec) {
   CommandOutcome outcome;
-  if (std::optional<int64_t> code = client::JsonInt(exec, "exit_code")) {
-    outcome.exit_code = static_cast<int>(*code);
+  if (exec.exit_code) {
+    outcome.exit_code = static_cast<int>(*exec.exit_code);
   }
-  if (std::optional<int64_t> sig = client::JsonInt(exec, "signal")) {
-    outcome.signal = static_cast<int>(*sig);
+  if (exec.signal) {
+    outcome.signal = static_cast<int>(*exec.signal);
   }
-  outcome.timed_out = client::JsonBool(exec, "timed_out");
-  outcome.error = client::JsonString(exec, "error");
-  outcome.timeout_seconds =
-      static_cast<double>(client::JsonInt(exec, "timeout_ms").value_or(0)) / 1000.0;
-  std::string state = client::JsonString(exec, "state");
+  outcome.timed_out = exec.timed_out;
+  outcome.error = exec.error;
+  outcome.timeout_seconds = static_cast<double>(exec.timeout_ms) / 1000.0;
+  const std::string& state = exec.state;
   bool ended_by_itself = outcome.exit_code || outcome.signal || outcome.timed_out;
   if (state == "exited" || (state == "failed" && ended_by_itself)) {
     return ReportCommandEnd(outcome);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "nlohmann/json.hpp"
+#include "src/api/exec.h"
 
 namespace abox::cli {
 
@@ -40,7 +40,7 @@ struct ExitReport {
 // state "exited" as ReportCommandEnd; "failed" (it could not start) 127 when the error says it
 // was not found, 126 when it could not be executed, else 125; "interrupted" (the sandbox or
 // aboxd stopped under it) 125. Each failure's `error` is reported.
-[[nodiscard]] ExitReport ReportExecEnd(const nlohmann::json& exec);
+[[nodiscard]] ExitReport ReportExecEnd(const api::Exec& exec);
 
 // Prints each message as "abox: <message>" on stderr (control characters shown on a terminal:
 // terminal_text.h) and returns the code.

@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/api/errors.h"
 
 namespace abox::cli {
 namespace {
@@ -9,6 +10,13 @@ namespace {
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+
+// An exec as the CLI gets it: the API's JSON decoded by the api codec.
+api::Exec Exec(const json& j) {
+  absl::StatusOr<api::Exec> e = api::DecodeExec(j);
+  EXPECT_TRUE(e.ok()) << e.status();
+  return e.ok() ? *e : api::Exec{};
+}
 
 TEST(ReportCommandEndTest, ExitCodeSignalAndTimeout) {
   EXPECT_EQ(ReportCommandEnd({.exit_code = 42}).code, 42);
@@ -23,40 +31,44 @@ TEST(ReportCommandEndTest, ExitCodeSignalAndTimeout) {
 }
 
 TEST(ReportExecEndTest, ExitedExecsKeepTheirStatus) {
-  EXPECT_EQ(ReportExecEnd(json{{"state", "exited"}, {"exit_code", 3}}).code, 3);
-  EXPECT_EQ(ReportExecEnd(json{{"state", "exited"}, {"signal", 2}}).code, 130);
+  EXPECT_EQ(ReportExecEnd(Exec(json{{"state", "exited"}, {"exit_code", 3}})).code, 3);
+  EXPECT_EQ(ReportExecEnd(Exec(json{{"state", "exited"}, {"signal", 2}})).code, 130);
   ExitReport timed_out = ReportExecEnd(
-      json{{"state", "exited"}, {"signal", 9}, {"timed_out", true}, {"timeout_ms", 1500}});
+      Exec(json{{"state", "exited"}, {"signal", 9}, {"timed_out", true}, {"timeout_ms", 1500}}));
   EXPECT_EQ(timed_out.code, kExitTimeout);
   EXPECT_THAT(timed_out.messages, ElementsAre("the command timed out after 1.5s and was killed"));
 }
 
 TEST(ReportExecEndTest, FailedToStartIs127Or126Or125WithTheError) {
   ExitReport not_found =
-      ReportExecEnd(json{{"state", "failed"}, {"error", "frob: command not found"}});
+      ReportExecEnd(Exec(json{{"state", "failed"}, {"error", "frob: command not found"}}));
   EXPECT_EQ(not_found.code, kExitNotFound);
   EXPECT_THAT(not_found.messages, ElementsAre("frob: command not found"));
-  EXPECT_EQ(ReportExecEnd(json{{"state", "failed"},
-                               {"error", "/nonexistent/tool: No such file or directory"}})
+  EXPECT_EQ(ReportExecEnd(Exec(json{{"state", "failed"},
+                                    {"error", "/nonexistent/tool: No such file or directory"}}))
                 .code,
             kExitNotFound);
-  EXPECT_EQ(ReportExecEnd(json{{"state", "failed"}, {"error", "/tmp/x: Permission denied"}}).code,
-            kExitCannotRun);
-  EXPECT_EQ(ReportExecEnd(json{{"state", "failed"}, {"error", "guest agent went away"}}).code,
+  EXPECT_EQ(
+      ReportExecEnd(Exec(json{{"state", "failed"}, {"error", "/tmp/x: Permission denied"}})).code,
+      kExitCannotRun);
+  EXPECT_EQ(ReportExecEnd(Exec(json{{"state", "failed"}, {"error", "guest agent went away"}})).code,
             kExitAboxFailure);
   // A failed exec that carries the guest's own exit code keeps it.
-  EXPECT_EQ(ReportExecEnd(json{{"state", "failed"}, {"exit_code", 126}, {"error", "x"}}).code, 126);
+  EXPECT_EQ(ReportExecEnd(Exec(json{{"state", "failed"}, {"exit_code", 126}, {"error", "x"}})).code,
+            126);
 }
 
 TEST(ReportExecEndTest, InterruptedOrOddStatesAre125WithAReason) {
   ExitReport interrupted =
-      ReportExecEnd(json{{"state", "interrupted"}, {"error", "the sandbox was stopped"}});
+      ReportExecEnd(Exec(json{{"state", "interrupted"}, {"error", "the sandbox was stopped"}}));
   EXPECT_EQ(interrupted.code, kExitAboxFailure);
   EXPECT_THAT(interrupted.messages,
               ElementsAre("the command was interrupted: the sandbox was stopped"));
-  EXPECT_EQ(ReportExecEnd(json{{"state", "interrupted"}}).messages.size(), 1u);
-  EXPECT_EQ(ReportExecEnd(json{{"state", "running"}}).code, kExitAboxFailure);
-  EXPECT_EQ(ReportExecEnd(json("garbage")).code, kExitAboxFailure);
+  EXPECT_EQ(ReportExecEnd(Exec(json{{"state", "interrupted"}})).messages.size(), 1u);
+  EXPECT_EQ(ReportExecEnd(Exec(json{{"state", "running"}})).code, kExitAboxFailure);
+  EXPECT_EQ(ReportExecEnd(api::Exec{}).code, kExitAboxFailure);
+  // An answer that is not an exec at all does not get this far: it does not decode.
+  EXPECT_FALSE(api::DecodeExec(json("garbage")).ok());
 }
 
 }  // namespace

@@ -8,17 +8,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "src/api/event.h"
+#include "src/api/exec.h"
+#include "src/api/wire.h"
 #include "src/base/io.h"
 #include "src/cli/flags.h"
 #include "src/cli/sandbox_format.h"
 #include "src/cli/terminal_text.h"
+#include "src/client/answers.h"
 #include "src/client/api_paths.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 namespace {
-
-using client::JsonString;
 
 constexpr int kDefaultExecs = 20;
 constexpr int kConsoleTailBytes = 64 << 10;
@@ -39,26 +40,29 @@ int PrintExecs(client::ApiClient& api, const LogsOptions& o) {
   if (!r.ok()) {
     return Fail(r.status());
   }
-  const nlohmann::json* execs = client::JsonMember(r->json, "execs");
-  if (execs == nullptr || !execs->is_array() || execs->empty()) {
+  absl::StatusOr<std::vector<api::Exec>> execs =
+      client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}/execs", api::DecodeExecList);
+  if (!execs.ok()) {
+    return Fail(execs.status());
+  }
+  if (execs->empty()) {
     std::printf("==> no execs in sandbox %s\n", o.id.c_str());
     return 0;
   }
   for (auto it = execs->rbegin(); it != execs->rend(); ++it) {  // the API lists newest first
     std::printf("%s\n", ForTerminal(stdout, ExecHeader(*it)).c_str());
     std::fflush(stdout);
-    if (client::JsonBool(*it, "output_truncated")) {
+    if (it->output_truncated) {
       std::printf("[older output of this exec was not kept]\n");
     }
     bool ends_with_newline = true;
-    if (const nlohmann::json* output = client::JsonMember(*it, "output");
-        output != nullptr && output->is_array()) {
-      for (const nlohmann::json& chunk : *output) {
-        std::string bytes = OutputBytes(chunk);
+    if (it->output) {
+      for (const api::OutputChunk& chunk : *it->output) {
+        const std::string& bytes = chunk.data;
         if (bytes.empty()) {
           continue;
         }
-        bool to_stderr = JsonString(chunk, "stream") == "stderr";
+        bool to_stderr = chunk.stream == "stderr";
         // Kept output is for reading, not replaying: on a terminal its control characters are
         // shown, so that the history cannot hide lines from whoever reviews what ran.
         (void)base::WriteAll(to_stderr ? STDERR_FILENO : STDOUT_FILENO,
@@ -129,25 +133,35 @@ int Events(const EventsOptions& o) {
   if (!api.ok()) {
     return Fail(api.status());
   }
+  absl::Status decode_error;
   absl::Status streamed =
       (*api)->StreamSse(client::WithQuery("/v1/events", query), [&](const client::SseEvent& e) {
         std::string line;
         if (o.json) {
           line = JsonForTerminal(stdout, e.data);
         } else {
-          nlohmann::json event = client::ParseJson(e.data);
-          if (!event.is_object()) {
-            event = {{"payload", e.data}};
+          absl::StatusOr<nlohmann::json> data = api::ParseAnswer(e.data);
+          absl::StatusOr<api::Event> event =
+              data.ok() && data->is_object() ? api::DecodeEvent(*data) : api::Event{};
+          if (!event.ok()) {
+            decode_error = client::AnswerError(event.status(), "GET /v1/events");
+            return false;
           }
-          if (!event.contains("type")) {
-            event["type"] = e.event;
+          if (!data.ok() || !data->is_object()) {
+            event->payload = e.data;  // not an event object: shown as it came
           }
-          line = ForTerminal(stdout, EventLine(event));
+          if (event->type.empty()) {
+            event->type = e.event;
+          }
+          line = ForTerminal(stdout, EventLine(*event));
         }
         line += '\n';
         // A reader that went away (`abox events | head`) ends the stream.
         return base::WriteAll(STDOUT_FILENO, line).ok();
       });
+  if (!decode_error.ok()) {
+    return Fail(decode_error);
+  }
   if (!streamed.ok()) {
     return Fail(streamed);
   }

@@ -10,12 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "src/api/sandbox.h"
+#include "src/api/wire.h"
 #include "src/cli/flags.h"
 #include "src/cli/output.h"
 #include "src/cli/sandbox_format.h"
 #include "src/cli/terminal_text.h"
+#include "src/client/answers.h"
 #include "src/client/api_paths.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 namespace {
@@ -44,30 +46,26 @@ struct CreateOptions {
 };
 
 int Create(const CreateOptions& o) {
-  nlohmann::json body = nlohmann::json::object();
+  api::SandboxCreate body;
   if (!o.image.empty()) {
-    body["image"] = o.image;
+    body.image = o.image;
   }
-  if (!o.name.empty()) {
-    body["name"] = o.name;
-  }
+  body.name = o.name;
   if (o.cpus > 0) {
-    body["cpus"] = o.cpus;
+    body.cpus = o.cpus;
   }
   if (o.memory_mib > 0) {
-    body["memory_mib"] = o.memory_mib;
+    body.memory_mib = o.memory_mib;
   }
   absl::StatusOr<std::map<std::string, std::string>> labels =
       ParseKeyValues("-l/--label", "KEY=VALUE", o.labels);
   if (!labels.ok()) {
     return Fail(labels.status());
   }
-  if (!labels->empty()) {
-    body["labels"] = *labels;
-  }
+  body.labels = *labels;
   for (const auto& [flag, text, field] :
-       {std::tuple{"--ttl", o.ttl, "ttl_seconds"},
-        std::tuple{"--idle-timeout", o.idle_timeout, "idle_timeout_seconds"}}) {
+       {std::tuple{"--ttl", o.ttl, &body.ttl_seconds},
+        std::tuple{"--idle-timeout", o.idle_timeout, &body.idle_timeout_seconds}}) {
     if (text.empty()) {
       continue;
     }
@@ -75,49 +73,40 @@ int Create(const CreateOptions& o) {
     if (!seconds.ok()) {
       return Fail(seconds.status());
     }
-    body[field] = *seconds;
+    *field = *seconds;
   }
   if (!o.accel.empty()) {
-    body["accel"] = o.accel;
+    body.accel = o.accel;
   }
   if (!o.workspace.empty()) {
     // The daemon runs on this host: it reads the directory by its absolute path.
     std::error_code ec;
     std::filesystem::path dir = std::filesystem::absolute(o.workspace, ec);
-    nlohmann::json ws = {{"path", ec ? o.workspace : dir.lexically_normal().string()}};
+    api::WorkspaceSpec ws;
+    ws.path = ec ? o.workspace : dir.lexically_normal().string();
     if (!o.workspace_path.empty()) {
-      ws["guest_path"] = o.workspace_path;
+      ws.guest_path = o.workspace_path;
     }
-    if (!o.exclude.empty()) {
-      ws["exclude"] = o.exclude;
-    }
-    if (!o.include.empty()) {
-      ws["include"] = o.include;
-    }
-    if (o.git_history) {
-      ws["git_history"] = true;
-    }
-    body["workspace"] = std::move(ws);
+    ws.exclude = o.exclude;
+    ws.include = o.include;
+    ws.git_history = o.git_history;
+    body.workspace = std::move(ws);
   } else if (!o.workspace_path.empty() || !o.exclude.empty() || !o.include.empty() ||
              o.git_history) {
     return Fail(absl::InvalidArgumentError(
         "--workspace-path, --exclude, --include and --git-history need -w/--workspace DIR"));
   }
   if (!o.egress.empty() || !o.allow.empty()) {
-    nlohmann::json egress = nlohmann::json::object();
+    api::EgressSpec egress;
     if (!o.egress.empty()) {
-      egress["mode"] = o.egress;
+      egress.mode = o.egress;
     }
-    if (!o.allow.empty()) {
-      egress["allow"] = o.allow;
-    }
-    body["egress"] = std::move(egress);
+    egress.allow = o.allow;
+    body.egress = std::move(egress);
   }
   if (!o.setup.empty()) {
-    body["setup"] = {{"commands", o.setup}, {"allow", o.setup_allow}};
-    if (o.setup_timeout > 0) {
-      body["setup"]["timeout_seconds"] = o.setup_timeout;
-    }
+    body.setup = api::SetupSpec{
+        .commands = o.setup, .allow = o.setup_allow, .timeout_seconds = o.setup_timeout};
   } else if (!o.setup_allow.empty() || o.setup_timeout > 0) {
     return Fail(absl::InvalidArgumentError(
         "--setup-allow and --setup-timeout are for --setup commands: give at least one "
@@ -137,7 +126,7 @@ int Create(const CreateOptions& o) {
     query.emplace_back("wait", "false");
   }
   absl::StatusOr<client::ApiResponse> created =
-      (*api)->Post(client::WithQuery("/v1/sandboxes", query), body);
+      (*api)->Post(client::WithQuery("/v1/sandboxes", query), api::ToJson(body));
   if (progress) {
     std::fprintf(stderr, "\r\033[K");
   }
@@ -146,9 +135,14 @@ int Create(const CreateOptions& o) {
   }
   if (o.json) {
     PrintVerbatim(created->body);
-  } else {
-    std::printf("%s\n", client::JsonString(created->json, "id").c_str());
+    return 0;
   }
+  absl::StatusOr<api::Sandbox> sandbox =
+      client::DecodeAnswer(*created, "POST /v1/sandboxes", api::DecodeSandbox);
+  if (!sandbox.ok()) {
+    return Fail(sandbox.status());
+  }
+  std::printf("%s\n", sandbox->id.c_str());
   return 0;
 }
 
@@ -186,13 +180,14 @@ int List(const ListOptions& o) {
     PrintVerbatim(listed->body);
     return 0;
   }
-  const nlohmann::json* sandboxes = client::JsonMember(listed->json, "sandboxes");
-  if (sandboxes == nullptr || !sandboxes->is_array()) {
-    return Fail(absl::DataLossError("aboxd's answer to GET /v1/sandboxes has no \"sandboxes\""));
+  absl::StatusOr<std::vector<api::Sandbox>> sandboxes =
+      client::DecodeAnswer(*listed, "GET /v1/sandboxes", api::DecodeSandboxList);
+  if (!sandboxes.ok()) {
+    return Fail(sandboxes.status());
   }
   if (o.quiet) {
-    for (const nlohmann::json& s : *sandboxes) {
-      std::printf("%s\n", client::JsonString(s, "id").c_str());
+    for (const api::Sandbox& s : *sandboxes) {
+      std::printf("%s\n", s.id.c_str());
     }
     return 0;
   }
@@ -222,7 +217,7 @@ int Inspect(const std::vector<std::string>& ids, bool json) {
   if (!json && !found.empty()) {
     std::printf(
         "%s\n",
-        JsonForTerminal(stdout, client::DumpJson(found.size() == 1 ? found[0] : found, 2)).c_str());
+        JsonForTerminal(stdout, api::Dump(found.size() == 1 ? found[0] : found, 2)).c_str());
   }
   return code;
 }

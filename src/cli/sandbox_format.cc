@@ -4,23 +4,17 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "src/api/wire.h"
 #include "src/cli/flags.h"
 #include "src/cli/output.h"
 #include "src/cli/terminal.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 namespace {
-
-using client::JsonInt;
-using client::JsonMember;
-using client::JsonString;
-using client::JsonTime;
 
 constexpr size_t kShortId = 12;
 
@@ -28,14 +22,10 @@ std::string OrDash(std::string s) { return s.empty() ? "-" : s; }
 
 std::string ShortId(const std::string& id) { return OrDash(id.substr(0, kShortId)); }
 
-std::string Labels(const nlohmann::json& sandbox) {
-  const nlohmann::json* labels = JsonMember(sandbox, "labels");
-  if (labels == nullptr || !labels->is_object()) {
-    return "";
-  }
+std::string Labels(const api::Sandbox& sandbox) {
   std::vector<std::string> parts;
-  for (const auto& [key, value] : labels->items()) {  // nlohmann objects iterate sorted
-    parts.push_back(absl::StrCat(key, "=", value.is_string() ? value.get<std::string>() : ""));
+  for (const auto& [key, value] : sandbox.labels) {  // sorted by key
+    parts.push_back(absl::StrCat(key, "=", value));
   }
   return absl::StrJoin(parts, ",");
 }
@@ -49,22 +39,17 @@ std::string ExpiresIn(absl::Duration left) {
          FormatAge(absl::Ceil(left, left > absl::Minutes(1) ? absl::Minutes(1) : absl::Seconds(1)));
 }
 
-std::vector<std::string> SandboxRow(const nlohmann::json& s, absl::Time now) {
-  std::optional<absl::Time> created = JsonTime(s, "created_at");
-  std::optional<absl::Time> expires = JsonTime(s, "expires_at");
-  std::string state = JsonString(s, "state");
-  bool running = state == "creating" || state == "ready";
-  std::optional<int64_t> cpus = JsonInt(s, "cpus");
-  std::optional<int64_t> mib = JsonInt(s, "memory_mib");
+std::vector<std::string> SandboxRow(const api::Sandbox& s, absl::Time now) {
+  bool running = s.state == "creating" || s.state == "ready";
   return {
-      ShortId(JsonString(s, "id")),
-      OrDash(JsonString(s, "name")),
-      OrDash(JsonString(s, "image")),
-      OrDash(state),
-      cpus ? std::to_string(*cpus) : "-",
-      mib ? FormatMib(*mib) : "-",
-      created ? FormatAge(now - *created) : "-",
-      expires && running ? ExpiresIn(*expires - now) : "-",
+      ShortId(s.id),
+      OrDash(s.name),
+      OrDash(s.image),
+      OrDash(s.state),
+      s.cpus > 0 ? std::to_string(s.cpus) : "-",
+      s.memory_mib > 0 ? FormatMib(s.memory_mib) : "-",
+      s.created_at ? FormatAge(now - *s.created_at) : "-",
+      s.expires_at && running ? ExpiresIn(*s.expires_at - now) : "-",
       OrDash(Labels(s)),
   };
 }
@@ -83,9 +68,9 @@ std::string FormatUtc(absl::Time t, const char* format) {
 std::string Scalar(const nlohmann::json& v) {
   if (v.is_string()) {
     std::string s = v.get<std::string>();
-    return s.find_first_of(" \t\n") == std::string::npos && !s.empty() ? s : client::DumpJson(v);
+    return s.find_first_of(" \t\n") == std::string::npos && !s.empty() ? s : api::Dump(v);
   }
-  return client::DumpJson(v);
+  return api::Dump(v);
 }
 
 std::string Summary(const nlohmann::json& payload) {
@@ -108,12 +93,11 @@ std::string Summary(const nlohmann::json& payload) {
 
 }  // namespace
 
-std::string SandboxTable(const nlohmann::json& sandboxes, absl::Time now) {
+std::string SandboxTable(const std::vector<api::Sandbox>& sandboxes, absl::Time now) {
   std::vector<std::vector<std::string>> rows;
-  if (sandboxes.is_array()) {
-    for (const nlohmann::json& s : sandboxes) {
-      rows.push_back(SandboxRow(s, now));
-    }
+  rows.reserve(sandboxes.size());
+  for (const api::Sandbox& s : sandboxes) {
+    rows.push_back(SandboxRow(s, now));
   }
   return FormatTable({"ID", "NAME", "IMAGE", "STATE", "CPUS", "MEM", "AGE", "EXPIRES", "LABELS"},
                      rows);
@@ -129,95 +113,70 @@ std::string FormatMib(int64_t mib) {
   return absl::StrFormat("%.1f GiB", static_cast<double>(mib) / 1024.0);
 }
 
-std::string OutputBytes(const nlohmann::json& chunk) {
-  if (const nlohmann::json* data = JsonMember(chunk, "data"); data && data->is_string()) {
-    return data->get<std::string>();
+std::string ExecCommandText(const api::Exec& exec) {
+  if (!exec.argv.empty()) {
+    return ShellJoin(exec.argv);
   }
-  std::string bytes;
-  if (!absl::Base64Unescape(JsonString(chunk, "data_b64"), &bytes)) {
-    return "";
-  }
-  return bytes;
+  return ShellJoin({"sh", "-c", exec.shell});
 }
 
-std::string ExecCommandText(const nlohmann::json& exec) {
-  const nlohmann::json* argv = JsonMember(exec, "argv");
-  if (argv != nullptr && argv->is_array() && !argv->empty()) {
-    std::vector<std::string> args;
-    for (const nlohmann::json& a : *argv) {
-      args.push_back(a.is_string() ? a.get<std::string>() : client::DumpJson(a));
-    }
-    return ShellJoin(args);
-  }
-  return ShellJoin({"sh", "-c", JsonString(exec, "shell")});
-}
-
-std::string ExecHeader(const nlohmann::json& exec) {
-  std::string state = JsonString(exec, "state");
+std::string ExecHeader(const api::Exec& exec) {
   std::string result;
-  if (client::JsonBool(exec, "timed_out")) {
+  if (exec.timed_out) {
     result = "timed out";
-  } else if (std::optional<int64_t> code = JsonInt(exec, "exit_code"); code && state == "exited") {
-    result = absl::StrCat("exited ", *code);
-  } else if (std::optional<int64_t> sig = JsonInt(exec, "signal")) {
-    result = absl::StrCat("killed by SIG", SignalName(static_cast<int>(*sig)));
+  } else if (exec.exit_code && exec.state == "exited") {
+    result = absl::StrCat("exited ", *exec.exit_code);
+  } else if (exec.signal) {
+    result = absl::StrCat("killed by SIG", SignalName(static_cast<int>(*exec.signal)));
   } else {
-    result = OrDash(state);
+    result = OrDash(exec.state);
   }
-  if (std::string error = JsonString(exec, "error"); !error.empty()) {
-    absl::StrAppend(&result, ": ", error);
+  if (!exec.error.empty()) {
+    absl::StrAppend(&result, ": ", exec.error);
   }
-  std::optional<absl::Time> started = JsonTime(exec, "started_at");
-  std::optional<absl::Time> finished = JsonTime(exec, "finished_at");
-  if (started && finished) {
-    absl::StrAppend(&result, " (", ShortDuration(*finished - *started), ")");
+  if (exec.started_at && exec.finished_at) {
+    absl::StrAppend(&result, " (", ShortDuration(*exec.finished_at - *exec.started_at), ")");
   }
-  return absl::StrCat("==> exec ", ShortId(JsonString(exec, "id")), " at ",
-                      started ? FormatUtc(*started, "%Y-%m-%d %H:%M:%S UTC") : "?", ": ",
-                      ExecCommandText(exec), " -> ", result);
+  return absl::StrCat("==> exec ", ShortId(exec.id), " at ",
+                      exec.started_at ? FormatUtc(*exec.started_at, "%Y-%m-%d %H:%M:%S UTC") : "?",
+                      ": ", ExecCommandText(exec), " -> ", result);
 }
 
-std::string EventLine(const nlohmann::json& event) {
-  std::optional<absl::Time> time = JsonTime(event, "time");
-  const nlohmann::json* payload = JsonMember(event, "payload");
+std::string EventLine(const api::Event& event) {
   std::string line = absl::StrFormat(
-      "%-20s  %-13s  %-12s  %s", time ? FormatUtc(*time, "%Y-%m-%dT%H:%M:%SZ") : "-",
-      OrDash(JsonString(event, "type")), ShortId(JsonString(event, "sandbox_id")),
-      payload ? Summary(*payload) : "");
+      "%-20s  %-13s  %-12s  %s", event.time ? FormatUtc(*event.time, "%Y-%m-%dT%H:%M:%SZ") : "-",
+      OrDash(event.type), ShortId(event.sandbox_id), Summary(event.payload));
   return std::string(absl::StripTrailingAsciiWhitespace(line));
 }
 
-std::string DaemonStatusText(const nlohmann::json& health, const nlohmann::json& version,
+std::string DaemonStatusText(const api::Health& health, const api::Version& version,
                              const std::string& socket_path) {
   std::vector<std::pair<std::string, std::string>> rows;
-  std::optional<int64_t> pid = JsonInt(health, "pid");
-  std::optional<double> uptime = client::JsonNumber(health, "uptime_seconds");
   std::string state = "running";
-  if (pid) {
-    absl::StrAppend(&state, ", pid ", *pid);
+  if (health.pid) {
+    absl::StrAppend(&state, ", pid ", *health.pid);
   }
-  if (uptime) {
-    absl::StrAppend(&state, ", up ",
-                    ShortDuration(absl::Trunc(absl::Seconds(*uptime), absl::Seconds(1))));
+  if (health.uptime_seconds) {
+    absl::StrAppend(
+        &state, ", up ",
+        ShortDuration(absl::Trunc(absl::Seconds(*health.uptime_seconds), absl::Seconds(1))));
   }
   rows.emplace_back("aboxd", state);
   rows.emplace_back("socket", socket_path);
-  rows.emplace_back("version", absl::StrCat(OrDash(JsonString(version, "version")), " (API ",
-                                            OrDash(JsonString(version, "api")), ", guest protocol ",
-                                            JsonInt(version, "protocol").value_or(0), ")"));
-  if (std::optional<int64_t> n = JsonInt(health, "sandboxes")) {
-    rows.emplace_back("sandboxes", absl::StrCat(*n, " running"));
+  rows.emplace_back("version", absl::StrCat(OrDash(version.version), " (API ", OrDash(version.api),
+                                            ", guest protocol ", version.protocol, ")"));
+  if (health.sandboxes) {
+    rows.emplace_back("sandboxes", absl::StrCat(*health.sandboxes, " running"));
   }
-  rows.emplace_back("accel", OrDash(JsonString(health, "accel")));
-  if (const nlohmann::json* ledger = JsonMember(health, "ledger")) {
-    auto used_of = [&](const char* used, const char* budget, auto format) {
-      std::optional<int64_t> u = JsonInt(*ledger, used);
-      std::optional<int64_t> b = JsonInt(*ledger, budget);
-      return absl::StrCat(u ? format(*u) : "-", " of ", b ? format(*b) : "-", " in use");
+  rows.emplace_back("accel", OrDash(health.accel));
+  if (const std::optional<api::Ledger>& ledger = health.ledger) {
+    auto used_of = [](int64_t used, int64_t budget, auto format) {
+      return absl::StrCat(format(used), " of ", format(budget), " in use");
     };
-    rows.emplace_back(
-        "vCPUs", used_of("cpus_used", "cpus_budget", [](int64_t v) { return std::to_string(v); }));
-    rows.emplace_back("memory", used_of("memory_mib_used", "memory_mib_budget", FormatMib));
+    rows.emplace_back("vCPUs", used_of(ledger->cpus_used, ledger->cpus_budget,
+                                       [](int64_t v) { return std::to_string(v); }));
+    rows.emplace_back("memory",
+                      used_of(ledger->memory_mib_used, ledger->memory_mib_budget, FormatMib));
   }
   std::string out;
   for (const auto& [key, value] : rows) {

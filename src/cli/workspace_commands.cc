@@ -10,19 +10,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/api/wire.h"
+#include "src/api/workspace.h"
 #include "src/cli/diff_format.h"
 #include "src/cli/output.h"
 #include "src/cli/terminal_text.h"
+#include "src/client/answers.h"
 #include "src/client/api_paths.h"
-#include "src/client/json_fields.h"
 
 namespace abox::cli {
 namespace {
-
-using client::JsonBool;
-using client::JsonInt;
-using client::JsonMember;
-using client::JsonString;
 
 struct Options {
   std::string id;
@@ -36,24 +33,21 @@ struct Options {
   std::string to;
 };
 
-void PrintSyncReport(const nlohmann::json& r) {
-  if (!JsonBool(r, "changed")) {
-    std::printf("up to date (%lld files)\n",
-                static_cast<long long>(JsonInt(r, "total_files").value_or(0)));
+void PrintSyncReport(const api::SyncReport& r) {
+  if (!r.changed) {
+    std::printf("up to date (%lld files)\n", static_cast<long long>(r.total_files));
   } else {
     std::printf("synced %lld changed, %lld deleted of %lld files (%s, %s on the wire) in %lld ms\n",
-                static_cast<long long>(JsonInt(r, "files").value_or(0)),
-                static_cast<long long>(JsonInt(r, "deleted").value_or(0)),
-                static_cast<long long>(JsonInt(r, "total_files").value_or(0)),
-                HumanBytes(static_cast<uint64_t>(JsonInt(r, "bytes").value_or(0))).c_str(),
-                HumanBytes(static_cast<uint64_t>(JsonInt(r, "archive_bytes").value_or(0))).c_str(),
-                static_cast<long long>(JsonInt(r, "duration_ms").value_or(0)));
+                static_cast<long long>(r.files), static_cast<long long>(r.deleted),
+                static_cast<long long>(r.total_files),
+                HumanBytes(static_cast<uint64_t>(r.bytes)).c_str(),
+                HumanBytes(static_cast<uint64_t>(r.archive_bytes)).c_str(),
+                static_cast<long long>(r.duration_ms));
   }
-  std::vector<std::string> excluded = JsonStrings(r, "excluded");
-  if (!excluded.empty()) {
-    std::printf("left out (secret-looking): %s\n", absl::StrJoin(excluded, ", ").c_str());
+  if (!r.excluded.empty()) {
+    std::printf("left out (secret-looking): %s\n", absl::StrJoin(r.excluded, ", ").c_str());
   }
-  for (const std::string& note : JsonStrings(r, "notes")) {
+  for (const std::string& note : r.notes) {
     std::printf("note: %s\n", note.c_str());
   }
 }
@@ -66,9 +60,14 @@ int Sync(const Options& o) {
     }
     if (o.json) {
       PrintVerbatim(r->body);
-    } else {
-      PrintSyncReport(r->json);
+      return 0;
     }
+    absl::StatusOr<api::SyncReport> report =
+        client::DecodeAnswer(*r, "POST /v1/sandboxes/{id}/sync", api::DecodeSyncReport);
+    if (!report.ok()) {
+      return Fail(report.status());
+    }
+    PrintSyncReport(*report);
     return 0;
   });
 }
@@ -85,22 +84,23 @@ int Diff(const Options& o) {
     if (!r.ok()) {
       return Fail(r.status());
     }
-    std::vector<std::string> control = MarkControlCharacters(r->json);
+    absl::StatusOr<api::Diff> diff =
+        client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}/diff", api::DecodeDiff);
+    if (!diff.ok()) {
+      return Fail(diff.status());
+    }
+    std::vector<std::string> control = MarkControlCharacters(*diff);
     if (o.json) {
-      if (nlohmann::json* files =
-              r->json.is_object() && r->json.contains("files") ? &r->json["files"] : nullptr;
-          o.stat && files != nullptr && files->is_array()) {
-        for (nlohmann::json& f : *files) {
-          if (f.is_object()) {
-            f.erase("patch");
-          }
+      if (o.stat) {
+        for (api::FileDiff& f : diff->files) {
+          f.patch.clear();
         }
       }
-      PrintVerbatim(client::DumpJson(r->json));
+      PrintVerbatim(api::Dump(api::ToJson(*diff)));
       return 0;
     }
     bool terminal = IsTerminal(stdout);
-    std::string text = FormatDiff(r->json, o.stat, terminal);
+    std::string text = FormatDiff(*diff, o.stat, terminal);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     if (!control.empty() && !o.stat) {
@@ -110,7 +110,7 @@ int Diff(const Options& o) {
                    terminal ? " (shown as \\xHH or \\u00HH; the files hold the raw bytes)" : "",
                    ShowControlCharacters(absl::StrJoin(control, ", ")).c_str());
     }
-    if (int64_t ignored = JsonInt(r->json, "ignored").value_or(0); ignored > 0 && !o.stat) {
+    if (int64_t ignored = diff->ignored; ignored > 0 && !o.stat) {
       std::fprintf(stderr,
                    "abox: %lld new file(s) in the sandbox are ignored by .gitignore or "
                    "the secret excludes and are not shown\n",
@@ -120,20 +120,17 @@ int Diff(const Options& o) {
   });
 }
 
-void PrintPlan(const nlohmann::json& r, bool dry_run) {
-  const nlohmann::json* changes = JsonMember(r, "changes");
+void PrintPlan(const api::ApplyResult& r, bool dry_run) {
   std::vector<std::vector<std::string>> rows;
-  if (changes != nullptr && changes->is_array()) {
-    for (const nlohmann::json& c : *changes) {
-      rows.push_back({JsonString(c, "action"), JsonString(c, "path"), JsonString(c, "reason")});
-    }
+  for (const api::PlannedChange& c : r.changes) {
+    rows.push_back({c.action, c.path, c.reason});
   }
   if (rows.empty()) {
     std::printf("nothing to apply\n");
     return;
   }
   std::fputs(ForTerminal(stdout, FormatTable({"ACTION", "PATH", "WHY"}, rows)).c_str(), stdout);
-  std::string artifact = JsonString(r, "artifact");
+  const std::string& artifact = r.artifact;
   if (dry_run) {
     std::printf("dry run: nothing was written\n");
   } else if (!artifact.empty()) {
@@ -141,45 +138,48 @@ void PrintPlan(const nlohmann::json& r, bool dry_run) {
   }
 }
 
+// The answer of an apply or pull: verbatim with --json, else its plan.
+int PrintApplyAnswer(const absl::StatusOr<client::ApiResponse>& r, bool json, bool dry_run,
+                     absl::string_view request) {
+  if (!r.ok()) {
+    return Fail(r.status());
+  }
+  if (json) {
+    PrintVerbatim(r->body);
+    return 0;
+  }
+  absl::StatusOr<api::ApplyResult> result =
+      client::DecodeAnswer(*r, request, api::DecodeApplyResult);
+  if (!result.ok()) {
+    return Fail(result.status());
+  }
+  PrintPlan(*result, dry_run);
+  return 0;
+}
+
 int Apply(const Options& o) {
   return WithApi([&](client::ApiClient& api) {
-    nlohmann::json body = {{"dry_run", o.dry_run},
-                           {"conflicts", o.markers ? "markers" : "refuse"},
-                           {"allow_exec_files", o.allow_exec_files}};
-    if (!o.paths.empty()) {
-      body["paths"] = o.paths;
-    }
-    absl::StatusOr<client::ApiResponse> r = api.Post(client::SandboxPath(o.id, "/apply"), body);
-    if (!r.ok()) {
-      return Fail(r.status());
-    }
-    if (o.json) {
-      PrintVerbatim(r->body);
-    } else {
-      PrintPlan(r->json, o.dry_run);
-    }
-    return 0;
+    api::ApplyRequest body{.paths = o.paths,
+                           .dry_run = o.dry_run,
+                           .markers = o.markers,
+                           .allow_exec_files = o.allow_exec_files};
+    absl::StatusOr<client::ApiResponse> r =
+        api.Post(client::SandboxPath(o.id, "/apply"), api::ToJson(body));
+    return PrintApplyAnswer(r, o.json, o.dry_run, "POST /v1/sandboxes/{id}/apply");
   });
 }
 
 int Pull(const Options& o) {
   return WithApi([&](client::ApiClient& api) {
-    nlohmann::json body = {{"paths", o.paths}, {"force", o.force}};
+    api::PullRequest body{.paths = o.paths, .force = o.force};
     if (!o.to.empty()) {
       std::error_code ec;
       std::filesystem::path to = std::filesystem::absolute(o.to, ec);
-      body["to"] = ec ? o.to : to.lexically_normal().string();
+      body.to = ec ? o.to : to.lexically_normal().string();
     }
-    absl::StatusOr<client::ApiResponse> r = api.Post(client::SandboxPath(o.id, "/pull"), body);
-    if (!r.ok()) {
-      return Fail(r.status());
-    }
-    if (o.json) {
-      PrintVerbatim(r->body);
-    } else {
-      PrintPlan(r->json, false);
-    }
-    return 0;
+    absl::StatusOr<client::ApiResponse> r =
+        api.Post(client::SandboxPath(o.id, "/pull"), api::ToJson(body));
+    return PrintApplyAnswer(r, o.json, false, "POST /v1/sandboxes/{id}/pull");
   });
 }
 
@@ -187,16 +187,21 @@ int Undo(const Options& o) {
   return WithApi([&](client::ApiClient& api) {
     absl::StatusOr<client::ApiResponse> r =
         api.Post(absl::StrCat("/v1/artifacts/", client::UrlEscape(o.id), "/undo"),
-                 nlohmann::json{{"force", o.force}});
+                 api::UndoRequestToJson(o.force));
     if (!r.ok()) {
       return Fail(r.status());
     }
     if (o.json) {
       PrintVerbatim(r->body);
-    } else {
-      std::printf("restored %lld file(s) as they were before %s\n",
-                  static_cast<long long>(JsonInt(r->json, "files").value_or(0)), o.id.c_str());
+      return 0;
     }
+    absl::StatusOr<api::UndoResult> undone =
+        client::DecodeAnswer(*r, "POST /v1/artifacts/{id}/undo", api::DecodeUndoResult);
+    if (!undone.ok()) {
+      return Fail(undone.status());
+    }
+    std::printf("restored %lld file(s) as they were before %s\n",
+                static_cast<long long>(undone->files), o.id.c_str());
     return 0;
   });
 }
@@ -211,14 +216,14 @@ int Artifacts(const Options& o) {
       PrintVerbatim(r->body);
       return 0;
     }
+    absl::StatusOr<std::vector<api::Artifact>> list =
+        client::DecodeAnswer(*r, "GET /v1/artifacts", api::DecodeArtifactList);
+    if (!list.ok()) {
+      return Fail(list.status());
+    }
     std::vector<std::vector<std::string>> rows;
-    if (const nlohmann::json* list = JsonMember(r->json, "artifacts");
-        list != nullptr && list->is_array()) {
-      for (const nlohmann::json& a : *list) {
-        rows.push_back({JsonString(a, "id"), JsonString(a, "kind"), JsonString(a, "state"),
-                        std::to_string(JsonInt(a, "files").value_or(0)), JsonString(a, "sandbox"),
-                        JsonString(a, "host_root")});
-      }
+    for (const api::Artifact& a : *list) {
+      rows.push_back({a.id, a.kind, a.state, std::to_string(a.files), a.sandbox, a.host_root});
     }
     std::fputs(
         FormatTable({"ARTIFACT", "KIND", "STATE", "FILES", "SANDBOX", "HOST DIR"}, rows).c_str(),

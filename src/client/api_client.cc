@@ -8,9 +8,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "src/api/wire.h"
 #include "src/base/status_macros.h"
 #include "src/client/api_error.h"
-#include "src/client/json_fields.h"
 
 namespace abox::client {
 namespace {
@@ -115,11 +115,12 @@ absl::StatusOr<ApiResponse> ApiClient::Finish(const HttpRequest& request,
   }
   if (absl::StartsWithIgnoreCase(response.content_type, "application/json") &&
       !response.body.empty()) {
-    response.json = ParseJson(response.body);
-    if (response.json.is_discarded()) {
+    absl::StatusOr<nlohmann::json> parsed = api::ParseAnswer(response.body);
+    if (!parsed.ok()) {
       return absl::DataLossError(
           absl::StrCat("aboxd sent malformed JSON for ", request.method, " ", request.target));
     }
+    response.json = *std::move(parsed);
   }
   return response;
 }
@@ -143,7 +144,7 @@ absl::StatusOr<ApiResponse> ApiClient::Post(absl::string_view target, const nloh
     return Exchange(HttpRequest{"POST", std::string(target), {}, ""});
   }
   return Exchange(HttpRequest{
-      "POST", std::string(target), {{"Content-Type", "application/json"}}, DumpJson(body)});
+      "POST", std::string(target), {{"Content-Type", "application/json"}}, api::Dump(body)});
 }
 
 absl::StatusOr<ApiResponse> ApiClient::PostBytes(absl::string_view target,
@@ -156,7 +157,7 @@ absl::StatusOr<ApiResponse> ApiClient::PostBytes(absl::string_view target,
 
 absl::StatusOr<ApiResponse> ApiClient::Put(absl::string_view target, const nlohmann::json& body) {
   return Exchange(HttpRequest{
-      "PUT", std::string(target), {{"Content-Type", "application/json"}}, DumpJson(body)});
+      "PUT", std::string(target), {{"Content-Type", "application/json"}}, api::Dump(body)});
 }
 
 absl::StatusOr<ApiResponse> ApiClient::Delete(absl::string_view target) {
@@ -202,13 +203,13 @@ absl::Status ApiClient::StreamNdjson(absl::string_view target, const NdjsonFn& o
     if (line.empty()) {
       return true;
     }
-    nlohmann::json value = ParseJson(line);
-    if (value.is_discarded()) {
+    absl::StatusOr<nlohmann::json> value = api::ParseAnswer(line);
+    if (!value.ok()) {
       bad_line = absl::DataLossError(absl::StrCat("aboxd sent a malformed line in ", request.target,
                                                   ": ", line.substr(0, 200)));
       return false;
     }
-    return on_line(value);
+    return on_line(*value);
   };
   return StreamBody(
       request,

@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "src/api/errors.h"
-#include "src/client/json_fields.h"
 
 namespace abox::client {
 namespace {
@@ -84,13 +83,9 @@ absl::StatusCode StatusCodeForHttp(int http_status) {
 }
 
 absl::Status StatusFromHttpError(int http_status, absl::string_view body) {
-  nlohmann::json parsed = ParseJson(body);
-  const nlohmann::json* error = JsonMember(parsed, "error");
-  auto text = [&](const char* key) -> std::string {
-    return error == nullptr ? "" : JsonString(*error, key);
-  };
-  std::string code = text("code");
-  std::string message = text("message");
+  api::ErrorFields error = api::ReadErrorBody(body);
+  const std::string& code = error.code;
+  std::string message = error.message;
   if (message.empty()) {
     message = absl::StrCat("aboxd answered HTTP ", http_status, " without an error message",
                            body.empty() ? "" : ": ", Excerpt(body));
@@ -106,8 +101,8 @@ absl::Status StatusFromHttpError(int http_status, absl::string_view body) {
   if (!code.empty()) {
     status = api::WithErrorCode(std::move(status), code);
   }
-  if (std::string field = text("field"); !field.empty()) {
-    status = api::WithField(std::move(status), field);
+  if (!error.field.empty()) {
+    status = api::WithField(std::move(status), error.field);
   }
   return status;
 }

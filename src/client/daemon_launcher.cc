@@ -25,7 +25,6 @@
 #include "src/base/self_path.h"
 #include "src/base/status_macros.h"
 #include "src/base/unique_fd.h"
-#include "src/client/json_fields.h"
 #include "src/client/socket_trust.h"
 
 extern char** environ;
@@ -41,7 +40,7 @@ constexpr int kLogTailLines = 10;
 void Sleep(absl::Duration d) { std::this_thread::sleep_for(absl::ToChronoMilliseconds(d)); }
 
 // A client for one health probe, bounded by `timeout`.
-absl::StatusOr<nlohmann::json> ProbeHealth(const std::string& socket_path, absl::Duration timeout) {
+absl::StatusOr<api::Health> ProbeHealth(const std::string& socket_path, absl::Duration timeout) {
   ABOX_ASSIGN_OR_RETURN(std::unique_ptr<ApiClient> client, ApiClient::Create(socket_path));
   client->set_timeout(timeout);
   return CheckHealth(*client);
@@ -144,19 +143,20 @@ std::vector<std::string> AboxdArgv(const std::string& binary, const DaemonOption
   return argv;
 }
 
-absl::StatusOr<nlohmann::json> CheckHealth(ApiClient& client) {
+absl::StatusOr<api::Health> CheckHealth(ApiClient& client) {
   ABOX_ASSIGN_OR_RETURN(ApiResponse health, client.Get("/v1/health"));
-  if (JsonString(health.json, "status") != "ok") {
+  absl::StatusOr<api::Health> decoded = api::DecodeHealth(health.json);
+  if (!decoded.ok() || decoded->status != "ok") {
     return absl::UnavailableError(
         absl::StrCat("something answers on ", client.socket_path(),
                      " but not as a healthy aboxd (GET /v1/health: ", health.body.substr(0, 200),
                      "); stop it or set ABOX_SOCKET to another path"));
   }
-  return std::move(health.json);
+  return *std::move(decoded);
 }
 
 absl::StatusOr<std::unique_ptr<ApiClient>> ConnectOrStartDaemon(const DaemonOptions& options) {
-  absl::StatusOr<nlohmann::json> health = ProbeHealth(options.socket_path, kProbeTimeout);
+  absl::StatusOr<api::Health> health = ProbeHealth(options.socket_path, kProbeTimeout);
   if (!health.ok() && IsNothingListening(health.status())) {
     if (!options.autostart) {
       return absl::UnavailableError(absl::StrCat(
@@ -174,7 +174,7 @@ absl::StatusOr<std::unique_ptr<ApiClient>> ConnectOrStartDaemon(const DaemonOpti
 }
 
 absl::StatusOr<pid_t> StartDaemon(const DaemonOptions& options) {
-  absl::StatusOr<nlohmann::json> health = ProbeHealth(options.socket_path, kProbeTimeout);
+  absl::StatusOr<api::Health> health = ProbeHealth(options.socket_path, kProbeTimeout);
   if (health.ok()) {
     absl::StatusOr<pid_t> pid = RunningDaemonPid(options.socket_path);
     return absl::AlreadyExistsError(absl::StrCat("aboxd is already running",
@@ -323,7 +323,7 @@ absl::StatusOr<pid_t> StopDaemon(const DaemonOptions& options) {
   for (;;) {
     absl::StatusOr<pid_t> still = RunningDaemonPid(options.socket_path);
     if (!still.ok() && still.status().code() == absl::StatusCode::kNotFound) {
-      absl::StatusOr<nlohmann::json> health =
+      absl::StatusOr<api::Health> health =
           ProbeHealth(options.socket_path, absl::Milliseconds(500));
       if (!health.ok() && IsNothingListening(health.status())) {
         return pid;

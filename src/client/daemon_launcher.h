@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "src/api/system.h"
 #include "src/client/api_client.h"
 
 namespace abox::client {
@@ -46,9 +47,9 @@ struct DaemonOptions {
 [[nodiscard]] std::vector<std::string> AboxdArgv(const std::string& binary,
                                                  const DaemonOptions& options);
 
-// GET /v1/health: the health object of a daemon that answers "ok". A daemon that is not running
+// GET /v1/health: the health of a daemon that answers "ok". A daemon that is not running
 // gives an error marked IsNothingListening().
-[[nodiscard]] absl::StatusOr<nlohmann::json> CheckHealth(ApiClient& client);
+[[nodiscard]] absl::StatusOr<api::Health> CheckHealth(ApiClient& client);
 
 // A client of the daemon at options.socket_path. When nothing listens there, starts aboxd
 // (StartDaemon) unless options.autostart is off, in which case the error says to run

@@ -77,12 +77,12 @@ class DaemonLauncherTest : public ::testing::Test {
 TEST_F(DaemonLauncherTest, StartsTheDaemonWhenNothingListensThenStopsIt) {
   absl::StatusOr<std::unique_ptr<ApiClient>> client = ConnectOrStartDaemon(options_);
   ASSERT_TRUE(client.ok()) << client.status();
-  absl::StatusOr<nlohmann::json> health = CheckHealth(**client);
+  absl::StatusOr<api::Health> health = CheckHealth(**client);
   ASSERT_TRUE(health.ok()) << health.status();
   absl::StatusOr<pid_t> pid = RunningDaemonPid(options_.socket_path);
   ASSERT_TRUE(pid.ok()) << pid.status();
   Started(*pid);
-  EXPECT_EQ((*health)["pid"], *pid);
+  EXPECT_EQ(health->pid, *pid);
 
   // Detached: its own session, and its output went to the log, created owner-only.
   EXPECT_EQ(::getsid(*pid), *pid);

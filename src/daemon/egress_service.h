@@ -74,7 +74,7 @@ class EgressService final {
   // Shuts every proxy down.
   ~EgressService();
 
-  // --- Sandbox lifecycle (SandboxManager) ---
+  // --- Sandbox lifecycle (SandboxService) ---
   // Loads the sandbox's policy and creates its proxy: call before its agent connects.
   [[nodiscard]] absl::Status Start(const std::string& sandbox_id);
   // What the sandbox's runtime config gets as on_tunnel: mode none resets the tunnel, else the

@@ -34,13 +34,6 @@ Budget DefaultBudget() {
   return b;
 }
 
-nlohmann::json LedgerUsage::ToJson() const {
-  return {{"cpus_used", cpus},
-          {"cpus_budget", budget.cpus},
-          {"memory_mib_used", memory_mib},
-          {"memory_mib_budget", budget.memory_mib}};
-}
-
 absl::Status Ledger::Reserve(absl::string_view id, int cpus, int memory_mib, bool force) {
   std::lock_guard lock(mu_);
   if (entries_.count(id) > 0) {

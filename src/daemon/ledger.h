@@ -25,7 +25,6 @@ struct LedgerUsage {
   int cpus = 0;
   int memory_mib = 0;
   Budget budget;
-  [[nodiscard]] nlohmann::json ToJson() const;
 };
 
 // Thread-safe.

@@ -5,7 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "spdlog/spdlog.h"
-#include "src/api/resource_json.h"
+#include "src/api/exec.h"
+#include "src/daemon/resource_views.h"
 
 namespace abox::daemon {
 
@@ -17,14 +18,14 @@ int64_t ReplayOutput(const store::ExecWithOutput& exec, int64_t after, const Out
       continue;
     }
     if (first && c.seq > after + 1) {
-      sink.write({{"type", "truncated"}, {"seq", c.seq}}, nullptr);
+      sink.write(api::ToJson(api::OutputLine::Truncated(c.seq)), nullptr);
     }
     first = false;
-    sink.write(api::OutputEventJson(c.seq, c.stream, c.data), nullptr);
+    sink.write(OutputLineJson(c.seq, c.stream, c.data), nullptr);
     last = c.seq;
   }
   if (exec.exec.state != store::ExecState::kRunning) {
-    sink.write({{"type", "exit"}, {"exec", api::ExecToJson(exec.exec)}}, nullptr);
+    sink.write(ExitLineJson(exec.exec), nullptr);
   }
   return last;
 }
@@ -131,7 +132,7 @@ void LiveExec::Pump() {
         chunk->is_stderr ? store::ExecStream::kStderr : store::ExecStream::kStdout;
     std::lock_guard lock(mu_);
     ++seq_;
-    nlohmann::json line = api::OutputEventJson(seq_, stream, chunk->data);
+    nlohmann::json line = OutputLineJson(seq_, stream, chunk->data);
     const size_t bytes = chunk->data.size();
     if (pending_.empty()) {
       flush_at_ = absl::Now() + kStoreBatchDelay;
@@ -180,7 +181,7 @@ void LiveExec::Pump() {
     done_ = true;
     final_ = final_record;
     waiters.swap(waiters_);
-    nlohmann::json exit_line = {{"type", "exit"}, {"exec", api::ExecToJson(final_)}};
+    nlohmann::json exit_line = ExitLineJson(final_);
     for (auto& [handle, reader] : readers_) {
       reader.sink.write(exit_line, nullptr);
       reader.sink.finish();

@@ -3,10 +3,8 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "src/api/egress.h"
 #include "src/api/errors.h"
-#include "src/api/json_body.h"
-#include "src/api/resource_json.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/handlers/query.h"
 #include "src/daemon/handlers/services.h"
@@ -19,13 +17,6 @@ using http::Responder;
 
 constexpr int64_t kDefaultLogLimit = 100;
 constexpr int64_t kMaxLogLimit = 10000;
-
-absl::StatusOr<nlohmann::json> BodyObject(const Request& req) {
-  if (absl::StripAsciiWhitespace(req.body).empty()) {
-    return nlohmann::json::object();
-  }
-  return api::ParseObject(std::string_view(req.body.data(), req.body.size()));
-}
 
 // `allow_loopback`: the request's "allow_loopback": true, a person's explicit choice to let
 // loopback address rules (the host's own loopback) in.
@@ -42,37 +33,30 @@ absl::StatusOr<std::vector<net::Rule>> DecodeRules(const std::vector<std::string
   return rules;
 }
 
-nlohmann::json PolicyJson(const net::EgressPolicy& policy) {
-  nlohmann::json allow = nlohmann::json::array();
-  for (const net::Rule& rule : policy.allow) {
-    allow.push_back(rule.ToString());
+api::EgressRules RulesOf(const net::EgressPolicy& policy) {
+  api::EgressRules rules;
+  if (policy.mode) {
+    rules.mode = std::string(net::ModeName(*policy.mode));
   }
-  return {{"mode", policy.mode ? nlohmann::json(std::string(net::ModeName(*policy.mode)))
-                               : nlohmann::json(nullptr)},
-          {"allow", std::move(allow)}};
+  for (const net::Rule& rule : policy.allow) {
+    rules.allow.push_back(rule.ToString());
+  }
+  return rules;
 }
 
-// Adds "warnings" (loopback rules among `added`) to a policy answer.
-nlohmann::json WithWarnings(nlohmann::json j, const std::vector<net::Rule>& added) {
-  std::vector<std::string> warnings = LoopbackWarnings(added);
-  if (!warnings.empty()) {
-    j["warnings"] = warnings;
-  }
-  return j;
+// A policy answer, with the warnings about loopback rules among `added`.
+api::EgressPolicy PolicyOf(const net::EgressPolicy& policy,
+                           const std::vector<net::Rule>& added = {}) {
+  return {.rules = RulesOf(policy), .warnings = LoopbackWarnings(added)};
 }
 
 // {"mode": ..., "allow": [...], "allow_loopback": bool}: a replacement policy. A sandbox's
 // mode may be null or absent (the global mode); the global one defaults to allowlist.
 absl::StatusOr<net::EgressPolicy> DecodePolicy(const Request& req, bool global) {
-  ABOX_ASSIGN_OR_RETURN(nlohmann::json body, BodyObject(req));
-  api::Reader r(body);
-  std::optional<std::string> mode;
-  std::vector<std::string> allow;
-  bool allow_loopback = false;
-  r.OptionalString("mode", &mode, 16);
-  r.OptionalStringArray("allow", &allow, 1024);
-  r.OptionalBool("allow_loopback", &allow_loopback);
-  ABOX_RETURN_IF_ERROR(r.Finish());
+  ABOX_ASSIGN_OR_RETURN(api::EgressPolicyUpdate update, api::DecodeEgressPolicyUpdate(req.body));
+  std::optional<std::string>& mode = update.rules.mode;
+  const std::vector<std::string>& allow = update.rules.allow;
+  const bool allow_loopback = update.allow_loopback;
   net::EgressPolicy policy;
   if (global && !mode) {
     mode = "allowlist";
@@ -88,55 +72,55 @@ absl::StatusOr<net::EgressPolicy> DecodePolicy(const Request& req, bool global) 
   return policy;
 }
 
-nlohmann::json RequestJson(const store::EgressRequest& r) {
-  nlohmann::json j = {{"sandbox", r.sandbox_id},
-                      {"name", r.name},
-                      {"port", r.port},
-                      {"count", r.count},
-                      {"first_seen", api::FormatApiTime(r.first_seen)},
-                      {"last_seen", api::FormatApiTime(r.last_seen)},
-                      {"state", store::EgressRequestStateName(r.state)},
-                      {"reason", r.reason}};
+api::EgressRequest RequestOf(const store::EgressRequest& r) {
+  api::EgressRequest q{.sandbox = r.sandbox_id,
+                       .name = r.name,
+                       .port = r.port,
+                       .count = r.count,
+                       .first_seen = r.first_seen,
+                       .last_seen = r.last_seen,
+                       .state = store::EgressRequestStateName(r.state),
+                       .reason = r.reason};
   if (r.state == store::EgressRequestState::kApprovedOnce) {
-    j["once_port"] = r.once_port;
-    j["once_used"] = !r.once_left;
+    q.once_port = r.once_port;
+    q.once_used = !r.once_left;
   }
-  return j;
+  return q;
 }
 
-nlohmann::json ConnectionJson(const store::EgressConnectionRow& c) {
-  return {{"time", api::FormatApiTime(c.time)},
-          {"kind", c.kind},
-          {"name", c.name},
-          {"address", c.address},
-          {"port", c.port},
-          {"verdict", c.verdict},
-          {"reason", c.reason},
-          {"matched_rule", c.matched_rule},
-          {"via_override", c.via_override},
-          {"bytes_up", c.bytes_up},
-          {"bytes_down", c.bytes_down},
-          {"duration_ms", c.duration_ms}};
+api::EgressConnection ConnectionOf(const store::EgressConnectionRow& c) {
+  return {.time = c.time,
+          .kind = c.kind,
+          .name = c.name,
+          .address = c.address,
+          .port = c.port,
+          .verdict = c.verdict,
+          .reason = c.reason,
+          .matched_rule = c.matched_rule,
+          .via_override = c.via_override,
+          .bytes_up = c.bytes_up,
+          .bytes_down = c.bytes_down,
+          .duration_ms = c.duration_ms};
 }
 
-nlohmann::json DnsJson(const store::EgressDnsRow& d) {
-  return {{"time", api::FormatApiTime(d.time)},
-          {"name", d.name},
-          {"qtype", d.qtype},
-          {"verdict", d.verdict},
-          {"rcode", d.rcode},
-          {"answers", d.answers},
-          {"reason", d.reason},
-          {"matched_rule", d.matched_rule},
-          {"via_override", d.via_override}};
+api::EgressLookup LookupOf(const store::EgressDnsRow& d) {
+  return {.time = d.time,
+          .name = d.name,
+          .qtype = d.qtype,
+          .verdict = d.verdict,
+          .rcode = d.rcode,
+          .answers = d.answers,
+          .reason = d.reason,
+          .matched_rule = d.matched_rule,
+          .via_override = d.via_override};
 }
 
 // What a sandbox lost to its caps: names refused but not queued, log rows and events pruned.
-nlohmann::json DroppedJson(const store::RetentionCounters& c) {
-  return {{"queue", c.queue_dropped},
-          {"connections", c.connections_pruned},
-          {"dns", c.dns_pruned},
-          {"events", c.events_pruned}};
+api::EgressLog::Dropped DroppedOf(const store::RetentionCounters& c) {
+  return {.queue = c.queue_dropped,
+          .connections = c.connections_pruned,
+          .dns = c.dns_pruned,
+          .events = c.events_pruned};
 }
 
 using JsonFn = std::function<absl::StatusOr<nlohmann::json>(Request&)>;
@@ -166,47 +150,34 @@ absl::StatusOr<std::string> SandboxId(Services* svc, const Request& req) {
 }
 
 absl::StatusOr<std::string> DecodeName(const Request& req, bool* once) {
-  ABOX_ASSIGN_OR_RETURN(nlohmann::json body, BodyObject(req));
-  api::Reader r(body);
-  std::string name;
-  r.RequiredString("name", &name, 300);
-  if (once != nullptr) {
-    r.OptionalBool("once", once);
+  ABOX_ASSIGN_OR_RETURN(api::EgressName name, api::DecodeEgressName(req.body, once != nullptr));
+  if (once != nullptr && name.once) {
+    *once = *name.once;
   }
-  ABOX_RETURN_IF_ERROR(r.Finish());
-  return name;
+  return std::move(name.name);
 }
 
-absl::StatusOr<nlohmann::json> ChangeRules(Services* svc, const EgressScope& scope,
-                                           const Request& req) {
-  ABOX_ASSIGN_OR_RETURN(nlohmann::json body, BodyObject(req));
-  api::Reader r(body);
-  std::vector<std::string> add;
-  std::vector<std::string> remove;
-  bool allow_loopback = false;
-  r.OptionalStringArray("add", &add, 1024);
-  r.OptionalStringArray("remove", &remove, 1024);
-  r.OptionalBool("allow_loopback", &allow_loopback);
-  ABOX_RETURN_IF_ERROR(r.Finish());
-  if (add.empty() && remove.empty()) {
-    return api::FieldError("add", "give rules to add and/or remove");
-  }
-  ABOX_ASSIGN_OR_RETURN(std::vector<net::Rule> to_add, DecodeRules(add, "add", allow_loopback));
+absl::StatusOr<api::EgressPolicy> ChangeRules(Services* svc, const EgressScope& scope,
+                                              const Request& req) {
+  ABOX_ASSIGN_OR_RETURN(api::EgressRuleChange change, api::DecodeEgressRuleChange(req.body));
+  ABOX_ASSIGN_OR_RETURN(std::vector<net::Rule> to_add,
+                        DecodeRules(change.add, "add", change.allow_loopback));
   // A rule being removed was admitted once: removing it needs no flag.
   ABOX_ASSIGN_OR_RETURN(std::vector<net::Rule> to_remove,
-                        DecodeRules(remove, "remove", /*allow_loopback=*/true));
+                        DecodeRules(change.remove, "remove", /*allow_loopback=*/true));
   ABOX_ASSIGN_OR_RETURN(net::EgressPolicy policy,
                         svc->egress->ChangeRules(scope, to_add, to_remove));
-  return WithWarnings(PolicyJson(policy), to_add);
+  return PolicyOf(policy, to_add);
 }
 
-absl::StatusOr<nlohmann::json> SandboxPolicyJson(Services* svc, const std::string& id) {
+absl::StatusOr<api::EgressPolicy> SandboxPolicyOf(Services* svc, const std::string& id,
+                                                  const std::vector<net::Rule>& added = {}) {
   ABOX_ASSIGN_OR_RETURN(net::EgressPolicy own, svc->egress->Policy(EgressScope{id}));
   ABOX_ASSIGN_OR_RETURN(net::EgressPolicy effective, svc->egress->Effective(id));
-  nlohmann::json j = PolicyJson(own);
-  j["sandbox"] = id;
-  j["effective"] = PolicyJson(effective);
-  return j;
+  return api::EgressPolicy{.rules = RulesOf(own),
+                           .sandbox = id,
+                           .effective = RulesOf(effective),
+                           .warnings = LoopbackWarnings(added)};
 }
 
 }  // namespace
@@ -219,7 +190,7 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
                                       ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
                                       ABOX_ASSIGN_OR_RETURN(net::EgressPolicy p,
                                                             svc->egress->Policy(EgressScope{}));
-                                      return PolicyJson(p);
+                                      return api::ToJson(PolicyOf(p));
                                     }));
   ABOX_RETURN_IF_ERROR(AddJsonRoute(router, svc, "PUT", "/v1/egress/policy",
                                     [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
@@ -227,19 +198,23 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
                                       ABOX_ASSIGN_OR_RETURN(net::EgressPolicy p,
                                                             DecodePolicy(req, /*global=*/true));
                                       ABOX_RETURN_IF_ERROR(svc->egress->SetPolicy({}, p));
-                                      return WithWarnings(PolicyJson(p), p.allow);
+                                      return api::ToJson(PolicyOf(p, p.allow));
                                     }));
   ABOX_RETURN_IF_ERROR(AddJsonRoute(router, svc, "POST", "/v1/egress/rules",
                                     [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
                                       ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
-                                      return ChangeRules(svc, {}, req);
+                                      ABOX_ASSIGN_OR_RETURN(api::EgressPolicy p,
+                                                            ChangeRules(svc, {}, req));
+                                      return api::ToJson(p);
                                     }));
 
   ABOX_RETURN_IF_ERROR(AddJsonRoute(router, svc, "GET", "/v1/sandboxes/{id}/egress/policy",
                                     [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
                                       ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
                                       ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
-                                      return SandboxPolicyJson(svc, id);
+                                      ABOX_ASSIGN_OR_RETURN(api::EgressPolicy p,
+                                                            SandboxPolicyOf(svc, id));
+                                      return api::ToJson(p);
                                     }));
   ABOX_RETURN_IF_ERROR(AddJsonRoute(
       router, svc, "PUT", "/v1/sandboxes/{id}/egress/policy",
@@ -248,20 +223,18 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
         ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
         ABOX_ASSIGN_OR_RETURN(net::EgressPolicy p, DecodePolicy(req, /*global=*/false));
         ABOX_RETURN_IF_ERROR(svc->egress->SetPolicy(EgressScope{id}, p));
-        ABOX_ASSIGN_OR_RETURN(nlohmann::json j, SandboxPolicyJson(svc, id));
-        return WithWarnings(std::move(j), p.allow);
+        ABOX_ASSIGN_OR_RETURN(api::EgressPolicy policy, SandboxPolicyOf(svc, id, p.allow));
+        return api::ToJson(policy);
       }));
   ABOX_RETURN_IF_ERROR(AddJsonRoute(
       router, svc, "POST", "/v1/sandboxes/{id}/egress/rules",
       [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
         ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
         ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
-        ABOX_ASSIGN_OR_RETURN(nlohmann::json changed, ChangeRules(svc, EgressScope{id}, req));
-        ABOX_ASSIGN_OR_RETURN(nlohmann::json j, SandboxPolicyJson(svc, id));
-        if (changed.contains("warnings")) {
-          j["warnings"] = changed["warnings"];
-        }
-        return j;
+        ABOX_ASSIGN_OR_RETURN(api::EgressPolicy changed, ChangeRules(svc, EgressScope{id}, req));
+        ABOX_ASSIGN_OR_RETURN(api::EgressPolicy policy, SandboxPolicyOf(svc, id));
+        policy.warnings = std::move(changed.warnings);
+        return api::ToJson(policy);
       }));
 
   ABOX_RETURN_IF_ERROR(AddJsonRoute(
@@ -275,19 +248,16 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
                               svc->egress->Connections(id, static_cast<int>(limit)));
         ABOX_ASSIGN_OR_RETURN(std::vector<store::EgressDnsRow> lookups,
                               svc->egress->Lookups(id, static_cast<int>(limit)));
-        nlohmann::json c = nlohmann::json::array();
+        api::EgressLog log{.sandbox = id};
         for (const auto& row : connections) {
-          c.push_back(ConnectionJson(row));
+          log.connections.push_back(ConnectionOf(row));
         }
-        nlohmann::json d = nlohmann::json::array();
         for (const auto& row : lookups) {
-          d.push_back(DnsJson(row));
+          log.dns.push_back(LookupOf(row));
         }
         ABOX_ASSIGN_OR_RETURN(store::RetentionCounters dropped, svc->egress->Dropped(id));
-        return nlohmann::json{{"sandbox", id},
-                              {"connections", std::move(c)},
-                              {"dns", std::move(d)},
-                              {"dropped", DroppedJson(dropped)}};
+        log.dropped = DroppedOf(dropped);
+        return api::ToJson(log);
       }));
 
   ABOX_RETURN_IF_ERROR(
@@ -305,20 +275,17 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
                      }
                      ABOX_ASSIGN_OR_RETURN(std::vector<store::EgressRequest> requests,
                                            svc->egress->Requests(filter));
-                     nlohmann::json list = nlohmann::json::array();
+                     api::EgressQueue queue{.queue_cap = svc->egress->queue_cap()};
                      for (const auto& r : requests) {
-                       list.push_back(RequestJson(r));
+                       queue.requests.push_back(RequestOf(r));
                      }
                      ABOX_ASSIGN_OR_RETURN(auto dropped, svc->egress->QueueDropped());
-                     nlohmann::json full = nlohmann::json::array();
                      for (const auto& [sandbox, count] : dropped) {
                        if (!filter.sandbox_id || *filter.sandbox_id == sandbox) {
-                         full.push_back({{"sandbox", sandbox}, {"dropped", count}});
+                         queue.queue_full.push_back({.sandbox = sandbox, .dropped = count});
                        }
                      }
-                     return nlohmann::json{{"requests", std::move(list)},
-                                           {"queue_cap", svc->egress->queue_cap()},
-                                           {"queue_full", std::move(full)}};
+                     return api::ToJson(queue);
                    }));
 
   ABOX_RETURN_IF_ERROR(AddJsonRoute(
@@ -329,14 +296,8 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
         ABOX_ASSIGN_OR_RETURN(std::string name, DecodeName(req, &once));
         ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
         ABOX_ASSIGN_OR_RETURN(ApprovalResult result, svc->egress->Approve(id, name, once));
-        nlohmann::json j = {{"request", RequestJson(result.request)}};
-        if (!result.rule.empty()) {
-          j["rule"] = result.rule;
-        }
-        if (!result.note.empty()) {
-          j["note"] = result.note;
-        }
-        return j;
+        return api::ToJson(api::EgressDecision{
+            .request = RequestOf(result.request), .rule = result.rule, .note = result.note});
       }));
   ABOX_RETURN_IF_ERROR(
       AddJsonRoute(router, svc, "POST", "/v1/sandboxes/{id}/egress/deny",
@@ -345,16 +306,16 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
                      ABOX_ASSIGN_OR_RETURN(std::string name, DecodeName(req, nullptr));
                      ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
                      ABOX_ASSIGN_OR_RETURN(store::EgressRequest r, svc->egress->Deny(id, name));
-                     return nlohmann::json{{"request", RequestJson(r)}};
+                     return api::ToJson(api::EgressDecision{.request = RequestOf(r)});
                    }));
-  ABOX_RETURN_IF_ERROR(
-      AddJsonRoute(router, svc, "POST", "/v1/egress/ignore",
-                   [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
-                     ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
-                     ABOX_ASSIGN_OR_RETURN(std::string name, DecodeName(req, nullptr));
-                     ABOX_ASSIGN_OR_RETURN(int64_t changed, svc->egress->Ignore(name));
-                     return nlohmann::json{{"name", name}, {"requests_changed", changed}};
-                   }));
+  ABOX_RETURN_IF_ERROR(AddJsonRoute(
+      router, svc, "POST", "/v1/egress/ignore",
+      [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
+        ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
+        ABOX_ASSIGN_OR_RETURN(std::string name, DecodeName(req, nullptr));
+        ABOX_ASSIGN_OR_RETURN(int64_t changed, svc->egress->Ignore(name));
+        return api::ToJson(api::EgressIgnored{.name = name, .requests_changed = changed});
+      }));
   return absl::OkStatus();
 }
 

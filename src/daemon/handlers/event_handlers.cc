@@ -2,10 +2,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/api/errors.h"
-#include "src/api/resource_json.h"
+#include "src/api/event.h"
+#include "src/api/wire.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/handlers/query.h"
 #include "src/daemon/handlers/services.h"
+#include "src/daemon/resource_views.h"
 
 namespace abox::daemon {
 
@@ -47,7 +49,7 @@ absl::Status AddEventRoutes(http::Router& router, Services& services) {
               if (!sandbox_id.empty() && e.sandbox_id != sandbox_id) {
                 return;
               }
-              stream.WriteEvent({std::to_string(e.seq), e.type, api::Dump(api::EventToJson(e))});
+              stream.WriteEvent({std::to_string(e.seq), e.type, api::Dump(EventJson(e))});
             },
             replay_after, &missed);
         if (!handle.ok()) {
@@ -55,10 +57,7 @@ absl::Status AddEventRoutes(http::Router& router, Services& services) {
         }
         if (missed) {
           // Written after the replay; the client should re-list to resynchronise.
-          stream.WriteEvent({"", "missed",
-                             api::Dump({{"message",
-                                         "older events were dropped by retention: "
-                                         "re-list the sandboxes"}})});
+          stream.WriteEvent({"", api::kMissedEvent, api::Dump(api::MissedEventJson())});
         }
         uint64_t id = *handle;
         stream.OnCancel([events, id] { events->Unsubscribe(id); });

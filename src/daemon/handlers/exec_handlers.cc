@@ -2,10 +2,12 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "src/api/resource_json.h"
+#include "src/api/exec.h"
+#include "src/api/wire.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/handlers/query.h"
 #include "src/daemon/handlers/services.h"
+#include "src/daemon/resource_views.h"
 
 namespace abox::daemon {
 namespace {
@@ -63,7 +65,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
                                     if (!live.ok()) {
                                       return res.Error(live.status());
                                     }
-                                    res.Json(201, api::ExecToJson((*live)->started_record()));
+                                    res.Json(201, ExecJson((*live)->started_record()));
                                   },
                                   {.blocking = true}));
 
@@ -90,11 +92,11 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
             absl::StatusOr<store::ExecWithOutput> full = execs->Output(e.id);
             if (full.ok()) {
               budget -= static_cast<size_t>(e.output_bytes);
-              list.push_back(api::ExecToJson(*full));
+              list.push_back(ExecJson(*full));
               continue;
             }
           }
-          nlohmann::json j = api::ExecToJson(e);
+          nlohmann::json j = ExecJson(e);
           if (*output) {
             j["output_omitted"] = true;  // over the response's output budget: GET it alone
           }
@@ -117,14 +119,14 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
                                       return res.Error(handle.status());
                                     }
                                     if (!*output) {
-                                      return res.Json(200, api::ExecToJson(handle->record));
+                                      return res.Json(200, ExecJson(handle->record));
                                     }
                                     absl::StatusOr<store::ExecWithOutput> full =
                                         execs->Output(handle->record.id);
                                     if (!full.ok()) {
                                       return res.Error(full.status());
                                     }
-                                    res.Json(200, api::ExecToJson(*full));
+                                    res.Json(200, ExecJson(*full));
                                   },
                                   {.blocking = true}));
 
@@ -256,7 +258,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
           return res.Error(handle.status());
         }
         if (handle->live == nullptr) {
-          return res.Json(200, api::ExecToJson(handle->record));
+          return res.Json(200, ExecJson(handle->record));
         }
         struct Once {
           std::atomic<bool> answered{false};
@@ -276,7 +278,7 @@ absl::Status AddExecRoutes(http::Router& router, Services& services) {
         handle->live->OnDone([once, later, timers](const store::ExecRecord& done) mutable {
           if (!once->answered.exchange(true)) {
             timers->Cancel(once->timer);
-            later.Json(200, api::ExecToJson(done));
+            later.Json(200, ExecJson(done));
           }
         });
       },

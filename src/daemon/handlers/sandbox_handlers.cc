@@ -1,10 +1,11 @@
 // /v1/sandboxes: create, list, get, stop, delete, console log.
 #include "absl/strings/str_cat.h"
 #include "src/api/errors.h"
-#include "src/api/resource_json.h"
+#include "src/api/sandbox.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/handlers/query.h"
 #include "src/daemon/handlers/services.h"
+#include "src/daemon/resource_views.h"
 
 namespace abox::daemon {
 namespace {
@@ -12,9 +13,7 @@ namespace {
 using http::Request;
 using http::Responder;
 
-nlohmann::json ViewJson(const SandboxView& view) {
-  return api::SandboxToJson(view.record, view.live);
-}
+nlohmann::json ViewJson(const SandboxView& view) { return SandboxJson(view.record, view.live); }
 
 absl::StatusOr<store::SandboxFilter> FilterOf(const Request& request) {
   ABOX_RETURN_IF_ERROR(CheckQuery(request, {"label", "state"}));

@@ -1,6 +1,7 @@
 // /v1/health, /v1/version, /v1/openapi.yaml.
 #include <unistd.h>
 
+#include "src/api/system.h"
 #include "src/base/status_macros.h"
 #include "src/base/version.h"
 #include "src/daemon/handlers/query.h"
@@ -17,26 +18,27 @@ absl::Status AddSystemRoutes(http::Router& router, Services& services) {
         if (absl::Status q = CheckQuery(req, {}); !q.ok()) {
           return res.Error(q);
         }
-        nlohmann::json body = {
-            {"status", "ok"},
-            {"pid", ::getpid()},
-            {"uptime_seconds", absl::ToDoubleSeconds(s->clock->Now() - s->started)},
-            {"sandboxes", s->sandboxes->RunningCount()},
-            {"ledger", s->ledger->Usage().ToJson()},
-            {"noted_failures", s->recorder->noted_failures()},
+        LedgerUsage usage = s->ledger->Usage();
+        api::Health health{
+            .status = "ok",
+            .pid = ::getpid(),
+            .uptime_seconds = absl::ToDoubleSeconds(s->clock->Now() - s->started),
+            .sandboxes = s->sandboxes->RunningCount(),
+            .ledger = api::Ledger{.cpus_used = usage.cpus,
+                                  .cpus_budget = usage.budget.cpus,
+                                  .memory_mib_used = usage.memory_mib,
+                                  .memory_mib_budget = usage.budget.memory_mib},
+            .accel = s->sandboxes->LastAccel(),
         };
-        if (std::string accel = s->sandboxes->LastAccel(); !accel.empty()) {
-          body["accel"] = accel;
-        }
-        res.Json(200, body);
+        res.Json(200, api::ToJson(health));
       }));
   ABOX_RETURN_IF_ERROR(
       router.Add("GET", "/v1/version", [](http::Request& req, http::Responder& res) {
         if (absl::Status q = CheckQuery(req, {}); !q.ok()) {
           return res.Error(q);
         }
-        res.Json(200,
-                 {{"version", kVersion}, {"api", "v1"}, {"protocol", proto::kProtocolVersion}});
+        res.Json(200, api::ToJson(api::Version{
+                          .version = kVersion, .api = "v1", .protocol = proto::kProtocolVersion}));
       }));
   return http::AddOpenApiRoute(router, services.openapi_yaml);
 }

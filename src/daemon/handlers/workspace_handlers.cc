@@ -1,9 +1,7 @@
 // Workspace routes: /v1/sandboxes/{id}/sync, /diff, /apply, /pull; /v1/artifacts and undo.
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "src/api/errors.h"
-#include "src/api/json_body.h"
-#include "src/api/resource_json.h"
+#include "src/api/workspace.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/handlers/query.h"
 #include "src/daemon/handlers/services.h"
@@ -15,39 +13,17 @@ namespace {
 using http::Request;
 using http::Responder;
 
-absl::StatusOr<nlohmann::json> BodyObject(const Request& req) {
-  if (absl::StripAsciiWhitespace(req.body).empty()) {
-    return nlohmann::json::object();
-  }
-  return api::ParseObject(std::string_view(req.body.data(), req.body.size()));
-}
-
 absl::StatusOr<ApplyRequest> DecodeApply(const Request& req) {
-  ABOX_ASSIGN_OR_RETURN(nlohmann::json body, BodyObject(req));
-  api::Reader r(body);
-  ApplyRequest a;
-  std::string conflicts = "refuse";
-  r.OptionalStringArray("paths", &a.paths, 100000);
-  r.OptionalBool("dry_run", &a.dry_run);
-  r.OptionalString("conflicts", &conflicts, 16);
-  r.OptionalBool("allow_exec_files", &a.allow_exec_files);
-  ABOX_RETURN_IF_ERROR(r.Finish());
-  if (conflicts != "refuse" && conflicts != "markers") {
-    return api::FieldError("conflicts", "conflicts must be \"refuse\" or \"markers\"");
-  }
-  a.markers = conflicts == "markers";
-  return a;
+  ABOX_ASSIGN_OR_RETURN(api::ApplyRequest a, api::DecodeApplyRequest(req.body));
+  return ApplyRequest{.paths = std::move(a.paths),
+                      .dry_run = a.dry_run,
+                      .markers = a.markers,
+                      .allow_exec_files = a.allow_exec_files};
 }
 
 absl::StatusOr<PullRequest> DecodePull(const Request& req) {
-  ABOX_ASSIGN_OR_RETURN(nlohmann::json body, BodyObject(req));
-  api::Reader r(body);
-  PullRequest p;
-  r.RequiredStringArray("paths", &p.paths, 1, 100000);
-  r.OptionalString("to", &p.to, 4096);
-  r.OptionalBool("force", &p.force);
-  ABOX_RETURN_IF_ERROR(r.Finish());
-  return p;
+  ABOX_ASSIGN_OR_RETURN(api::PullRequest p, api::DecodePullRequest(req.body));
+  return PullRequest{.paths = std::move(p.paths), .to = std::move(p.to), .force = p.force};
 }
 
 // Runs a workspace operation through the sandbox's guest tools on a blocking handler thread.
@@ -160,11 +136,11 @@ absl::Status AddWorkspaceRoutes(http::Router& router, Services& services) {
                                     if (!list.ok()) {
                                       return res.Error(list.status());
                                     }
-                                    nlohmann::json items = nlohmann::json::array();
+                                    std::vector<api::Artifact> items;
                                     for (const workspace::ArtifactSummary& a : *list) {
-                                      items.push_back(ArtifactToJson(a));
+                                      items.push_back(ArtifactOf(a));
                                     }
-                                    res.Json(200, {{"artifacts", std::move(items)}});
+                                    res.Json(200, api::ArtifactListToJson(items));
                                   },
                                   {.blocking = true}));
 
@@ -173,18 +149,12 @@ absl::Status AddWorkspaceRoutes(http::Router& router, Services& services) {
                                     if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
                                       return res.Error(s);
                                     }
-                                    absl::StatusOr<nlohmann::json> body = BodyObject(req);
-                                    if (!body.ok()) {
-                                      return res.Error(body.status());
-                                    }
-                                    api::Reader r(*body);
-                                    bool force = false;
-                                    r.OptionalBool("force", &force);
-                                    if (absl::Status s = r.Finish(); !s.ok()) {
-                                      return res.Error(s);
+                                    absl::StatusOr<bool> force = api::DecodeUndoRequest(req.body);
+                                    if (!force.ok()) {
+                                      return res.Error(force.status());
                                     }
                                     absl::StatusOr<workspace::UndoResult> undone =
-                                        svc->workspaces->Undo(req.Param("artifact"), force);
+                                        svc->workspaces->Undo(req.Param("artifact"), *force);
                                     if (!undone.ok()) {
                                       return res.Error(undone.status());
                                     }

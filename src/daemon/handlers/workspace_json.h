@@ -2,6 +2,7 @@
 #pragma once
 
 #include "nlohmann/json.hpp"
+#include "src/api/workspace.h"
 #include "src/daemon/http/responder.h"
 #include "src/daemon/workspace_service.h"
 
@@ -9,7 +10,7 @@ namespace abox::daemon {
 
 [[nodiscard]] nlohmann::json SyncReportToJson(const workspace::SyncReport& report);
 [[nodiscard]] nlohmann::json DiffToJson(const DiffOutcome& diff);
-[[nodiscard]] nlohmann::json ArtifactToJson(const workspace::ArtifactSummary& artifact);
+[[nodiscard]] api::Artifact ArtifactOf(const workspace::ArtifactSummary& artifact);
 [[nodiscard]] nlohmann::json UndoToJson(const workspace::UndoResult& undo);
 [[nodiscard]] nlohmann::json ApplyToJson(const ApplyOutcome& outcome);
 // 200 with ApplyToJson for a plan that went through (or a dry run).

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "src/api/resource_json.h"
+#include "src/api/sandbox.h"
 #include "src/image/image_store.h"
 #include "src/net/policy.h"
 #include "src/vmm/vmm.h"

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "src/api/resource_json.h"
+#include "src/api/exec.h"
 #include "src/daemon/lifecycle/sandbox_context.h"
 #include "src/daemon/live_exec.h"
 #include "src/daemon/services/guest_tools_gate.h"

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "src/api/resource_json.h"
+#include "src/api/sandbox.h"
 #include "src/daemon/lifecycle/background_tasks.h"
 #include "src/daemon/lifecycle/pipeline.h"
 #include "src/daemon/lifecycle/sandbox_context.h"

@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "src/api/resource_json.h"
+#include "src/api/exec.h"
+#include "src/api/sandbox.h"
 #include "src/daemon/lifecycle/sandbox_context.h"
 #include "src/daemon/services/exec_service.h"
 #include "src/net/policy.h"

@@ -1,0 +1,119 @@
+// The sandbox resource (/v1/sandboxes): the request body of POST /v1/sandboxes (SandboxCreate)
+// and the Sandbox object every sandbox route answers with, each with its codec. The wire names
+// of their fields are spelled here only. docs/openapi.yaml describes the same shapes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace abox::api {
+
+// "workspace" of POST /v1/sandboxes: a host directory synced in as a copy.
+struct WorkspaceSpec {
+  std::string path;                       // host directory
+  std::string guest_path = "/workspace";  // where the guest sees it
+  std::vector<std::string> exclude;       // patterns added to the secret excludes
+  std::vector<std::string> include;       // default exclude patterns taken out
+  bool git_history = false;               // the full git history instead of a snapshot of HEAD
+
+  friend bool operator==(const WorkspaceSpec&, const WorkspaceSpec&) = default;
+};
+
+// "egress" of POST /v1/sandboxes: the sandbox's own policy (rules checked by the daemon).
+struct EgressSpec {
+  std::optional<std::string> mode;  // none | allowlist | open; absent: the global mode
+  std::vector<std::string> allow;   // rule texts
+
+  friend bool operator==(const EgressSpec&, const EgressSpec&) = default;
+};
+
+// "setup" of POST /v1/sandboxes: commands run (as agent, in the workspace) before the sandbox
+// is ready, with `allow` (rules or preset names) added to its policy only meanwhile.
+struct SetupSpec {
+  std::vector<std::string> commands;
+  std::vector<std::string> allow;
+  int64_t timeout_seconds = 0;  // the whole setup phase; 0: the daemon's default (10 min)
+
+  friend bool operator==(const SetupSpec&, const SetupSpec&) = default;
+};
+
+// POST /v1/sandboxes.
+struct SandboxCreate {
+  std::string image = "default";
+  std::string name;
+  int64_t cpus = 1;
+  int64_t memory_mib = 512;
+  std::map<std::string, std::string> labels;
+  int64_t ttl_seconds = 0;
+  int64_t idle_timeout_seconds = 0;
+  std::string accel = "auto";
+  std::optional<WorkspaceSpec> workspace;
+  std::optional<EgressSpec> egress;
+  std::optional<SetupSpec> setup;
+
+  friend bool operator==(const SandboxCreate&, const SandboxCreate&) = default;
+};
+// The request body: only the fields that differ from the defaults above (which the decoder
+// fills back in), so that a default request is "{}".
+[[nodiscard]] nlohmann::json ToJson(const SandboxCreate& create);
+// Parses and validates a request body (400 naming the field on any problem).
+[[nodiscard]] absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body);
+// Sandbox names: [A-Za-z0-9][A-Za-z0-9_.-]{0,62}, and not 12 hex characters (that would be
+// ambiguous with ids).
+[[nodiscard]] absl::Status ValidateSandboxName(absl::string_view name);
+
+// Extra, live facts about a sandbox that the daemon's table does not hold (the daemon fills
+// them in; Sandbox carries them on the wire).
+struct SandboxLive {
+  int running_execs = 0;
+  // The bound workspace ({"path","guest_path","last_sync_at","syncs"}), null when none.
+  nlohmann::json workspace;
+  // The egress mode its connections are decided by now ("none", "allowlist", "open"); empty
+  // when unknown.
+  std::string egress_mode;
+};
+
+// A sandbox as the API shows it. Absent optional facts are empty / zero / nullopt.
+struct Sandbox {
+  std::string id;
+  std::string name;
+  std::string image;
+  int64_t cpus = 0;
+  int64_t memory_mib = 0;
+  std::map<std::string, std::string> labels;
+  std::string state;    // creating | ready | stopping | stopped | failed
+  std::string failure;  // why it failed; empty otherwise
+  std::optional<absl::Time> created_at;
+  std::optional<absl::Time> ready_at;
+  std::optional<absl::Time> last_active_at;
+  std::optional<absl::Time> expires_at;  // when the TTL or idle timeout stops it
+  int64_t ttl_seconds = 0;
+  int64_t idle_timeout_seconds = 0;
+  std::string accel;    // kvm | tcg; empty until booted
+  int64_t vmm_pid = 0;  // 0: unknown
+  int64_t running_execs = 0;
+  // The Workspace object of docs/openapi.yaml as the workspace service describes it (or
+  // {"error": ...}), passed through; null when none is bound.
+  nlohmann::json workspace;
+  std::string egress_mode;  // "egress": {"mode": ...}; empty when unknown
+
+  friend bool operator==(const Sandbox&, const Sandbox&) = default;
+};
+[[nodiscard]] nlohmann::json ToJson(const Sandbox& sandbox);
+// Tolerant of unknown fields; a known field of the wrong type is an error naming it.
+[[nodiscard]] absl::StatusOr<Sandbox> DecodeSandbox(const nlohmann::json& value);
+
+// GET /v1/sandboxes: {"sandboxes": [...]}.
+[[nodiscard]] nlohmann::json SandboxListToJson(const std::vector<Sandbox>& sandboxes);
+[[nodiscard]] absl::StatusOr<std::vector<Sandbox>> DecodeSandboxList(const nlohmann::json& value);
+
+}  // namespace abox::api
