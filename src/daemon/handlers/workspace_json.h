@@ -2,8 +2,8 @@
 #pragma once
 
 #include "nlohmann/json.hpp"
-#include "src/daemon/http/responder.h"
 #include "src/daemon/workspace_service.h"
+#include "src/http/responder.h"
 
 namespace abox::daemon {
 
