@@ -50,8 +50,8 @@ using abox::bench::Call;
 using abox::bench::Connect;
 using abox::bench::CpuMicros;
 using abox::bench::SelfDir;
-using abox::daemon::http::httptest::HttpTestClient;
-using abox::daemon::http::httptest::Response;
+using abox::http::httptest::HttpTestClient;
+using abox::http::httptest::Response;
 namespace fs = std::filesystem;
 
 constexpr int kSandboxes = 3;

@@ -18,8 +18,8 @@
 namespace abox::bench {
 
 namespace fs = std::filesystem;
-using daemon::http::httptest::HttpTestClient;
-using daemon::http::httptest::Response;
+using http::httptest::HttpTestClient;
+using http::httptest::Response;
 
 absl::StatusOr<std::unique_ptr<BenchHome>> BenchHome::Create(const std::string& source_home) {
   std::string tmpl = "/tmp/abox-daemon-bench-XXXXXX";

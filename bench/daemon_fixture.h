@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/base/child_process.h"
-#include "src/daemon/http/testing/http_test_client.h"
+#include "src/http/testing/http_test_client.h"
 
 namespace abox::bench {
 
@@ -43,13 +43,12 @@ absl::StatusOr<base::ChildProcess> StartAboxd(const std::string& bin, const Benc
 
 // A keep-alive connection to the home's aboxd; nullptr (said on stderr unless `quiet`) when
 // it cannot connect.
-std::unique_ptr<daemon::http::httptest::HttpTestClient> Connect(const BenchHome& home,
-                                                                bool quiet = false);
+std::unique_ptr<http::httptest::HttpTestClient> Connect(const BenchHome& home, bool quiet = false);
 
 // One request on a fresh connection; status 0 when the daemon did not answer.
-daemon::http::httptest::Response Call(const BenchHome& home, const std::string& method,
-                                      const std::string& target, const std::string& body = "",
-                                      bool quiet = false);
+http::httptest::Response Call(const BenchHome& home, const std::string& method,
+                              const std::string& target, const std::string& body = "",
+                              bool quiet = false);
 
 // Processes (other than this one) whose command line contains `needle`.
 std::vector<pid_t> ProcessesMatching(const std::string& needle);

@@ -11,8 +11,9 @@ import os
 import re
 import sys
 
-# Folder (relative to src/) -> folders its library code may include. daemon/http is its own
-# layer: the HTTP server core, which the client's tests and later the MCP server use too.
+# Folder (relative to src/) -> folders its library code may include. http is its own layer: the
+# HTTP server core (it knows only base and the API's error codes), which the daemon serves its API
+# with and the client's fakes and tests (and later the MCP server) use too.
 LAYERS = {
     "base": [],
     "proto": ["base"],
@@ -21,12 +22,12 @@ LAYERS = {
     "image": ["base"],
     "workspace": ["base"],
     "api": ["base"],
-    "daemon/http": ["base", "api"],
+    "http": ["base", "api"],
     "vmm": ["base"],
     "runtime": ["base", "proto", "net", "vmm", "image", "workspace"],
     "guest": ["base", "proto", "workspace"],
-    "client": ["base", "api"],
-    "daemon": ["base", "api", "daemon/http", "store", "runtime", "vmm", "image", "net", "proto",
+    "client": ["base", "api", "http"],
+    "daemon": ["base", "api", "http", "store", "runtime", "vmm", "image", "net", "proto",
                "workspace"],
     # The CLI is a client of the API: it fills and reads the api types (src/api/<resource>.h)
     # that the client sends and decodes.
@@ -99,7 +100,7 @@ def main():
                         continue
                     if test and target_is_test:
                         continue  # a test may use any folder's fakes and fixtures
-                    if test and (dst_mod in LAYERS.get(src_mod, []) or dst_mod == "daemon/http"
+                    if test and (dst_mod in LAYERS.get(src_mod, []) or dst_mod == "http"
                                  or dst_mod in ("image", "store")):
                         # Tests build their fixtures with the image builder, the HTTP test
                         # server and the store directly.

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/base/io.h"
-#include "src/daemon/http/testing/test_server.h"
+#include "src/http/testing/test_server.h"
 #include "tests/testing/abox_runner.h"
 
 extern char** environ;
@@ -80,7 +80,7 @@ class CliCommandsTest : public ::testing::Test {
     std::ofstream(guest + "/notes.txt") << "a\tb\n";
   }
 
-  daemon::http::httptest::TempDir dir_;
+  http::httptest::TempDir dir_;
   std::map<std::string, std::string> env_ = {
       {"ABOX_HOME", dir_.path() + "/home"},
       {"ABOX_CACHE_DIR", dir_.path() + "/cache"},

@@ -1,4 +1,4 @@
-// ApiClient against the real HTTP server (src/daemon/http) on a temporary socket, with canned
+// ApiClient against the real HTTP server (src/http) on a temporary socket, with canned
 // handlers standing in for aboxd's routes.
 #include "src/client/api_client.h"
 
@@ -14,18 +14,18 @@
 #include "gtest/gtest.h"
 #include "src/api/errors.h"
 #include "src/client/api_paths.h"
-#include "src/daemon/http/testing/test_server.h"
+#include "src/http/testing/test_server.h"
 
 namespace abox::client {
 namespace {
 
-using daemon::http::Request;
-using daemon::http::Responder;
-using daemon::http::Router;
-using daemon::http::Server;
-using daemon::http::ServerOptions;
-using daemon::http::SseEvent;
-using daemon::http::Stream;
+using http::Request;
+using http::Responder;
+using http::Router;
+using http::Server;
+using http::ServerOptions;
+using http::SseEvent;
+using http::Stream;
 using nlohmann::json;
 using ::testing::HasSubstr;
 
@@ -45,19 +45,19 @@ class ApiClientTest : public ::testing::Test {
     add(router);
     options.unix_socket_path = socket_;
     options.stop_grace = std::chrono::milliseconds(2000);
-    server_ = daemon::http::httptest::StartServer(std::move(options), std::move(router));
+    server_ = http::httptest::StartServer(std::move(options), std::move(router));
     ASSERT_NE(server_, nullptr);
     client_ = ClientFor(socket_);
   }
 
-  daemon::http::httptest::TempDir dir_;
+  http::httptest::TempDir dir_;
   std::string socket_ = dir_.path() + "/run/aboxd.sock";
   std::unique_ptr<Server> server_;
   std::unique_ptr<ApiClient> client_;
 };
 
 void Add(Router& router, const std::string& method, const std::string& pattern,
-         daemon::http::Handler handler) {
+         http::Handler handler) {
   absl::Status added = router.Add(method, pattern, std::move(handler));
   ASSERT_TRUE(added.ok()) << added;
 }
@@ -103,14 +103,14 @@ TEST_F(ApiClientTest, ReconnectsWhenTheDaemonRestartedBetweenRequests) {
   routes(router);
   ServerOptions options;
   options.unix_socket_path = socket_;
-  server_ = daemon::http::httptest::StartServer(options, std::move(router));
+  server_ = http::httptest::StartServer(options, std::move(router));
   absl::StatusOr<ApiResponse> get = client_->Get("/v1/ping");
   EXPECT_TRUE(get.ok()) << get.status();
   server_->Stop();
   server_.reset();
   Router again;
   routes(again);
-  server_ = daemon::http::httptest::StartServer(options, std::move(again));
+  server_ = http::httptest::StartServer(options, std::move(again));
   absl::StatusOr<ApiResponse> post = client_->Post("/v1/poke", json::object());
   ASSERT_TRUE(post.ok()) << post.status();
   EXPECT_EQ(post->status, 201);
@@ -374,7 +374,7 @@ TEST_F(ApiClientTest, TimeoutBoundsAnUnansweredRequest) {
 }
 
 TEST(ApiClientConnectTest, NothingListeningIsMarkedAndNamesTheSocket) {
-  daemon::http::httptest::TempDir dir;
+  http::httptest::TempDir dir;
   std::unique_ptr<ApiClient> missing = ClientFor(dir.path() + "/none.sock");
   absl::StatusOr<ApiResponse> r = missing->Get("/v1/health");
   EXPECT_TRUE(IsNothingListening(r.status())) << r.status();
@@ -392,7 +392,7 @@ TEST(ApiClientConnectTest, NothingListeningIsMarkedAndNamesTheSocket) {
 }
 
 TEST(ApiClientConnectTest, ReachesASocketPathLongerThanSunPath) {
-  daemon::http::httptest::TempDir dir;
+  http::httptest::TempDir dir;
   std::string deep = dir.path() + "/" + std::string(60, 'd') + "/" + std::string(60, 'e');
   Router router;
   Add(router, "GET", "/v1/health", [](Request&, Responder& out) {
@@ -401,7 +401,7 @@ TEST(ApiClientConnectTest, ReachesASocketPathLongerThanSunPath) {
   ServerOptions options;
   options.unix_socket_path = deep + "/aboxd.sock";
   ASSERT_GT(options.unix_socket_path.size(), sizeof(sockaddr_un::sun_path));
-  std::unique_ptr<Server> server = daemon::http::httptest::StartServer(options, std::move(router));
+  std::unique_ptr<Server> server = http::httptest::StartServer(options, std::move(router));
   ASSERT_NE(server, nullptr);
   absl::StatusOr<ApiResponse> r = ClientFor(options.unix_socket_path)->Get("/v1/health");
   ASSERT_TRUE(r.ok()) << r.status();

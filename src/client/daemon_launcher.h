@@ -1,7 +1,7 @@
 // Finding, starting and stopping aboxd, the per-user daemon the CLI talks to.
 //
 // The daemon holds an exclusive flock on "<socket>.lock" for its lifetime and writes its pid
-// there ("<pid>\n", see src/daemon/http/listen_socket.cc); that lock says whether a daemon runs.
+// there ("<pid>\n", see src/http/listen_socket.cc); that lock says whether a daemon runs.
 // Which process to signal comes from the socket itself (SO_PEERCRED), never from the file alone.
 #pragma once
 

@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/base/io.h"
-#include "src/daemon/http/testing/test_server.h"
+#include "src/http/testing/test_server.h"
 
 namespace abox::client {
 namespace {
@@ -69,7 +69,7 @@ class DaemonLauncherTest : public ::testing::Test {
     return path;
   }
 
-  daemon::http::httptest::TempDir dir_;
+  http::httptest::TempDir dir_;
   DaemonOptions options_;
   std::vector<pid_t> started_;
 };
@@ -201,7 +201,7 @@ TEST_F(DaemonLauncherTest, StopGivesUpOnADaemonThatIgnoresSigtermAndSaysHowToFor
 }
 
 TEST(LogTailTest, LastLinesAfterTheOffset) {
-  daemon::http::httptest::TempDir dir;
+  http::httptest::TempDir dir;
   std::string path = dir.path() + "/log";
   ASSERT_TRUE(base::WriteFileAtomic(path, "before\none\n\ntwo\nthree\n", 0600).ok());
   EXPECT_EQ(LogTail(path, 7, 2), "  two\n  three");

@@ -23,7 +23,7 @@
 #include "src/base/unix_socket.h"
 #include "src/client/api_client.h"
 #include "src/client/daemon_launcher.h"
-#include "src/daemon/http/testing/test_server.h"
+#include "src/http/testing/test_server.h"
 
 namespace abox::client {
 namespace {
@@ -155,7 +155,7 @@ class SocketTrustTest : public ::testing::Test {
     }
   }
 
-  daemon::http::httptest::TempDir dir_;  // 0700, ours
+  http::httptest::TempDir dir_;  // 0700, ours
   std::string socket_ = dir_.path() + "/aboxd.sock";
   DaemonOptions options_;
 };

@@ -11,15 +11,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/base/child_process.h"
-#include "src/daemon/http/testing/http_test_client.h"
+#include "src/http/testing/http_test_client.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
 
 namespace abox::testing {
 namespace {
 
-using daemon::http::httptest::HttpTestClient;
-using daemon::http::httptest::Response;
+using http::httptest::HttpTestClient;
+using http::httptest::Response;
 using ::testing::HasSubstr;
 
 class DaemonE2eTest : public ::testing::Test {

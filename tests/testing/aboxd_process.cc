@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/base/io.h"
-#include "src/daemon/http/testing/http_test_client.h"
+#include "src/http/testing/http_test_client.h"
 #include "tests/testing/abox_runner.h"
 
 namespace abox::testing {
@@ -88,7 +88,7 @@ absl::Status AboxdProcess::Start(const std::vector<std::string>& extra_args) {
       return absl::UnavailableError(
           absl::StrCat("aboxd exited (", exited->ToString(), "):\n", Log()));
     }
-    auto client = daemon::http::httptest::HttpTestClient::ConnectUnix(home_->socket());
+    auto client = http::httptest::HttpTestClient::ConnectUnix(home_->socket());
     if (client.ok()) {
       auto r = (*client)->Request("GET", "/v1/health");
       if (r.ok() && r->status == 200) {

@@ -1,18 +1,13 @@
 #include "tests/testing/fake_vmm.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
-#include <csignal>
 #include <filesystem>
 #include <map>
-#include <thread>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -21,11 +16,10 @@
 #include "src/base/status_macros.h"
 #include "src/base/unique_fd.h"
 #include "src/base/unix_socket.h"
-#include "src/guest/agent.h"
-#include "src/guest/channel.h"
 #include "src/vmm/qemu_launch.h"
 #include "src/vmm/qemu_vmm.h"
 #include "src/vmm/shim_protocol.h"
+#include "tests/testing/fake_vm_instance.h"
 
 namespace abox::testing {
 
@@ -44,12 +38,6 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr char kKillAllReason[] = "killed by FakeVmm::KillAll";
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // One spelling per directory, so "/a/b/" and "/a/b" name the same VM.
 std::string NormalizeRunDir(const std::string& run_dir) {
@@ -72,261 +60,6 @@ absl::Status ValidateExceptImageFiles(const vmm::VmSpec& spec) {
   }
   return vmm::ValidateVmSpec(copy);
 }
-
-std::string OutcomeName(guest::Agent::Outcome outcome) {
-  switch (outcome) {
-    case guest::Agent::Outcome::kPeerClosed:
-      return "the host closed the channel";
-    case guest::Agent::Outcome::kViolation:
-      return "protocol violation";
-    case guest::Agent::Outcome::kShutdown:
-      return "shutdown requested by the host";
-    case guest::Agent::Outcome::kTerminated:
-      return "terminated";
-  }
-  return "unknown outcome";
-}
-
-}  // namespace
-
-// One fake VM: a thread that serves the agent socket, and the state every Vm handle of it
-// shares. Thread-safe.
-class FakeVmInstance final {
- public:
-  struct Params {
-    std::string id;
-    std::string run_dir;
-    bool tie_to_caller = true;
-    vmm::Accel accel = vmm::Accel::kTcg;
-    std::string accel_note;
-    milliseconds boot_delay{0};
-    uint64_t console_limit = 1 << 20;
-  };
-
-  // A VM that is not running and has no thread (Attach found only its run_dir).
-  FakeVmInstance(Params params, std::string exit_reason)
-      : p_(std::move(params)), running_(false), exit_reason_(std::move(exit_reason)) {}
-  // A VM about to boot; Start() runs it.
-  explicit FakeVmInstance(Params params) : p_(std::move(params)), running_(true) {}
-  FakeVmInstance(const FakeVmInstance&) = delete;
-  FakeVmInstance& operator=(const FakeVmInstance&) = delete;
-  ~FakeVmInstance() { End("the fake VM was destroyed"); }
-
-  [[nodiscard]] const Params& params() const { return p_; }
-
-  // Writes `boot_line` to the console and starts the VM thread, which owns `listen`.
-  void Start(base::UniqueFd listen, base::Pipe stop, base::UniqueFd console,
-             const std::string& boot_line) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = std::move(stop);
-      console_ = std::move(console);
-    }
-    Console(boot_line);
-    std::lock_guard<std::mutex> lock(join_mu_);
-    thread_ =
-        std::thread([this, listen = std::move(listen)]() mutable { Serve(std::move(listen)); });
-  }
-
-  // Ends the VM with `reason` unless it has ended already, and waits for its thread. The
-  // agent's commands are killed and reaped by then.
-  void End(const std::string& reason) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (running_ && end_reason_.empty() && stop_.write) {
-        end_reason_ = reason;
-        // The stop pipe reads like the agent's signalfd: one SIGHUP record ends Agent::Run
-        // as SIGHUP ends abox-guest (Outcome::kTerminated), without a real signal in a test
-        // process whose daemon may handle SIGHUP itself. Unread, it also ends the accept wait.
-        signalfd_siginfo record{};
-        record.ssi_signo = SIGHUP;
-        (void)base::WriteAll(
-            stop_.write.get(),
-            std::string_view(reinterpret_cast<const char*>(&record), sizeof(record)));
-      }
-    }
-    std::lock_guard<std::mutex> join_lock(join_mu_);
-    if (thread_.joinable()) {
-      thread_.join();
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_.read.reset();
-    stop_.write.reset();
-    console_.reset();
-  }
-
-  bool running() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return running_;
-  }
-  std::string exit_reason() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return exit_reason_;
-  }
-  // Waits up to `timeout` for the VM to end; false if it is still running.
-  bool WaitExit(milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return !running_; });
-  }
-
-  // Whether a Vm handle owns the VM; TryAttach claims it if none does.
-  bool TryAttach() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return !std::exchange(attached_, true);
-  }
-  void set_attached(bool attached) {
-    std::lock_guard<std::mutex> lock(mu_);
-    attached_ = attached;
-  }
-  // True for the first caller only: that one removes the run_dir.
-  bool ClaimCleanup() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return !std::exchange(cleaned_up_, true);
-  }
-
-  [[nodiscard]] vmm::VmState InitialState() const {
-    vmm::VmState state;
-    state.id = p_.id;
-    state.phase = vmm::VmPhase::kRunning;
-    state.shim_pid = 0;           // no shim
-    state.qemu_pid = ::getpid();  // the "VMM" is the test process (never signal it)
-    state.accel = p_.accel;
-    state.accel_note = p_.accel_note;
-    state.tie_to_caller = p_.tie_to_caller;
-    state.privileges = "unchanged (fake VMM)";
-    state.started_at_ms = started_at_ms_;
-    return state;
-  }
-
-  FakeVmInfo Info() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return FakeVmInfo{.id = p_.id,
-                      .run_dir = p_.run_dir,
-                      .running = running_,
-                      .attached = attached_,
-                      .tie_to_caller = p_.tie_to_caller,
-                      .connections = connections_};
-  }
-
-  // Appends a line to console.log, within the spec's limit (beyond it lines are dropped).
-  void Console(const std::string& line) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!console_ || console_bytes_ + line.size() + 1 > p_.console_limit) {
-      return;
-    }
-    console_bytes_ += line.size() + 1;
-    (void)base::WriteAll(console_.get(), absl::StrCat(line, "\n"));
-  }
-
- private:
-  // The VM thread: boot, then one Agent per host connection until the VM ends.
-  void Serve(base::UniqueFd listen) {
-    std::string natural_end = ServeUntilEnd(listen.get());
-    listen.reset();  // Connections are refused from now on, as by a dead QEMU.
-    std::string reason;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      // An empty natural end means End() asked, and end_reason_ says why.
-      reason = natural_end.empty() ? end_reason_ : natural_end;
-    }
-    Console(absl::StrCat("fake VM ", p_.id, " exited: ", reason));
-    vmm::VmState state = InitialState();
-    state.phase = vmm::VmPhase::kExited;
-    state.exit_reason = reason;
-    state.exited_at_ms = NowUnixMs();
-    (void)vmm::WriteVmState(p_.run_dir, state);
-    std::lock_guard<std::mutex> lock(mu_);
-    exit_reason_ = reason;
-    running_ = false;
-    cv_.notify_all();
-  }
-
-  // Returns why the VM ended by itself, or "" when End() stopped it.
-  std::string ServeUntilEnd(int listen) {
-    int stop = stop_.read.get();
-    if (p_.boot_delay.count() > 0) {
-      pollfd p{stop, POLLIN, 0};
-      int r;
-      do {
-        r = ::poll(&p, 1, static_cast<int>(p_.boot_delay.count()));
-      } while (r < 0 && errno == EINTR);
-      if (r != 0) {
-        return r < 0 ? base::ErrnoError("poll(stop pipe)").ToString() : "";
-      }
-    }
-    Console("abox-guest: waiting for the host on the agent socket");
-    for (;;) {
-      pollfd fds[2] = {{stop, POLLIN, 0}, {listen, POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) {
-          continue;
-        }
-        return absl::StrCat("fake VM failed: ", base::ErrnoError("poll").message());
-      }
-      if (fds[0].revents != 0) {
-        return "";
-      }
-      base::UniqueFd conn(::accept4(listen, nullptr, nullptr, SOCK_CLOEXEC));
-      if (!conn) {
-        if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) {
-          continue;
-        }
-        return absl::StrCat("fake VM failed: ", base::ErrnoError("accept4").message());
-      }
-      int n;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        n = ++connections_;
-      }
-      Console(absl::StrCat("abox-guest: host connected (connection ", n, ")"));
-      absl::StatusOr<guest::Channel> channel =
-          guest::Channel::Adopt(std::move(conn), guest::ChannelKind::kStream);
-      if (!channel.ok()) {
-        return absl::StrCat("abox-guest failed: ", channel.status().message());
-      }
-      absl::StatusOr<guest::Agent::Outcome> outcome;
-      {
-        // The stop pipe doubles as the agent's signal_fd (see End()). The Agent's destructor
-        // kills and reaps the commands of this connection.
-        guest::Agent agent(*std::move(channel),
-                           {.pid1 = false, .signal_fd = stop, .switch_user = false});
-        outcome = agent.Run();
-      }
-      if (!outcome.ok()) {
-        return absl::StrCat("abox-guest failed: ", outcome.status().message());
-      }
-      Console(absl::StrCat("abox-guest: session ended: ", OutcomeName(*outcome)));
-      switch (*outcome) {
-        case guest::Agent::Outcome::kShutdown:
-          return "guest powered off";
-        case guest::Agent::Outcome::kTerminated:
-          return "";
-        case guest::Agent::Outcome::kPeerClosed:
-        case guest::Agent::Outcome::kViolation:
-          break;  // The guest keeps serving: the host may reconnect.
-      }
-    }
-  }
-
- private:
-  const Params p_;
-  const int64_t started_at_ms_ = NowUnixMs();
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool running_;                // guarded by mu_
-  std::string exit_reason_;     // guarded by mu_
-  std::string end_reason_;      // guarded by mu_; set by End()
-  bool attached_ = false;       // guarded by mu_
-  bool cleaned_up_ = false;     // guarded by mu_
-  int connections_ = 0;         // guarded by mu_
-  base::UniqueFd console_;      // guarded by mu_
-  uint64_t console_bytes_ = 0;  // guarded by mu_
-  base::Pipe stop_;             // set before the thread starts, closed by End() after the join
-  std::mutex join_mu_;
-  std::thread thread_;  // guarded by join_mu_
-};
-
-namespace {
 
 // Every fake VM of the process, by run_dir. Never destroyed: VM threads may still run at exit.
 class Registry final {

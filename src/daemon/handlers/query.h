@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "src/daemon/http/request.h"
+#include "src/http/request.h"
 
 namespace abox::daemon {
 

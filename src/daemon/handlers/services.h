@@ -8,7 +8,6 @@
 #include "src/base/clock.h"
 #include "src/daemon/egress_service.h"
 #include "src/daemon/event_bus.h"
-#include "src/daemon/http/router.h"
 #include "src/daemon/ledger.h"
 #include "src/daemon/lifecycle/state_recorder.h"
 #include "src/daemon/services/exec_service.h"
@@ -16,6 +15,7 @@
 #include "src/daemon/services/sandbox_service.h"
 #include "src/daemon/timer_queue.h"
 #include "src/daemon/workspace_service.h"
+#include "src/http/router.h"
 
 namespace abox::daemon {
 

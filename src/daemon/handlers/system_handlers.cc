@@ -6,7 +6,7 @@
 #include "src/base/version.h"
 #include "src/daemon/handlers/query.h"
 #include "src/daemon/handlers/services.h"
-#include "src/daemon/http/openapi_route.h"
+#include "src/http/openapi_route.h"
 #include "src/proto/frame.h"
 
 namespace abox::daemon {

@@ -3,8 +3,8 @@
 
 #include "nlohmann/json.hpp"
 #include "src/api/workspace.h"
-#include "src/daemon/http/responder.h"
 #include "src/daemon/workspace_service.h"
+#include "src/http/responder.h"
 
 namespace abox::daemon {
 
