@@ -259,19 +259,6 @@ TEST_F(DaemonApiTest, AVmThatDiesFailsTheSandboxAndItsExecs) {
   EXPECT_EQ(daemon_->ledger().Usage().cpus, 0);
 }
 
-TEST_F(DaemonApiTest, TtlAndIdleTimeoutsStopSandboxes) {
-  std::string ttl = CreateSandbox(R"({"ttl_seconds":1})");
-  std::string idle = CreateSandbox(R"({"idle_timeout_seconds":1})");
-  std::string busy = CreateSandbox(R"({"idle_timeout_seconds":1})");
-  std::string exec = StartExec(busy, {{"argv", {"sleep", "3"}}});
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
-  EXPECT_EQ(Call("GET", "/v1/sandboxes/" + ttl).Json()["state"], "stopped");
-  EXPECT_EQ(Call("GET", "/v1/sandboxes/" + idle).Json()["state"], "stopped");
-  // A sandbox running a command is not idle.
-  EXPECT_EQ(Call("GET", "/v1/sandboxes/" + busy).Json()["state"], "ready");
-  EXPECT_EQ(Wait(busy, exec)["exit_code"], 0);
-}
-
 TEST_F(DaemonApiTest, EventsStreamLifecycleWithReplay) {
   std::string sb = CreateSandbox();
   std::string exec = StartExec(sb, {{"argv", {"true"}}});
