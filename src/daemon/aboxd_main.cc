@@ -16,7 +16,7 @@
 #include "src/base/host_layout.h"
 #include "src/base/io.h"
 #include "src/base/version.h"
-#include "src/daemon/ledger.h"
+#include "src/daemon/services/ledger.h"
 #include "src/net/host_resolver.h"
 #include "src/runtime/sandbox.h"
 

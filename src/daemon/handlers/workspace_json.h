@@ -3,7 +3,7 @@
 
 #include "nlohmann/json.hpp"
 #include "src/api/workspace.h"
-#include "src/daemon/workspace_service.h"
+#include "src/daemon/services/workspace_service.h"
 #include "src/http/responder.h"
 
 namespace abox::daemon {

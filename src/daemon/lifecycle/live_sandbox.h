@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "src/daemon/live_exec.h"
+#include "src/daemon/services/live_exec.h"
 #include "src/runtime/sandbox.h"
 
 namespace abox::daemon {

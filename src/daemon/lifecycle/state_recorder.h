@@ -11,8 +11,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "src/daemon/event_bus.h"
 #include "src/daemon/lifecycle/transitions.h"
+#include "src/daemon/services/event_bus.h"
 #include "src/store/sandbox_repo.h"
 
 namespace abox::daemon {

@@ -9,8 +9,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "src/daemon/event_bus.h"
 #include "src/daemon/lifecycle/state_recorder.h"
+#include "src/daemon/services/event_bus.h"
 #include "src/store/database.h"
 #include "src/store/event_repo.h"
 #include "src/store/migrations.h"

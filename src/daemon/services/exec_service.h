@@ -11,8 +11,8 @@
 #include "absl/strings/string_view.h"
 #include "src/api/exec.h"
 #include "src/daemon/lifecycle/sandbox_context.h"
-#include "src/daemon/live_exec.h"
 #include "src/daemon/services/guest_tools_gate.h"
+#include "src/daemon/services/live_exec.h"
 
 namespace abox::daemon {
 

@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "src/daemon/egress_service.h"
+#include "src/daemon/services/egress_service.h"
 #include "src/daemon/testing/test_daemon.h"
 #include "src/http/testing/http_test_client.h"
 #include "src/http/testing/test_server.h"

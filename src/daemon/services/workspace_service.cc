@@ -1,4 +1,4 @@
-#include "src/daemon/workspace_service.h"
+#include "src/daemon/services/workspace_service.h"
 
 #include <sys/stat.h>
 

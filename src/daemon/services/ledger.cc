@@ -1,4 +1,4 @@
-#include "src/daemon/ledger.h"
+#include "src/daemon/services/ledger.h"
 
 #include <unistd.h>
 

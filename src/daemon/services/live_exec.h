@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "src/daemon/event_bus.h"
+#include "src/daemon/services/event_bus.h"
 #include "src/runtime/agent_client.h"
 #include "src/store/exec_repo.h"
 

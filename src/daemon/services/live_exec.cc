@@ -1,4 +1,4 @@
-#include "src/daemon/live_exec.h"
+#include "src/daemon/services/live_exec.h"
 
 #include <csignal>
 

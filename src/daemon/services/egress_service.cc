@@ -1,4 +1,4 @@
-#include "src/daemon/egress_service.h"
+#include "src/daemon/services/egress_service.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,4 +1,4 @@
-#include "src/daemon/event_bus.h"
+#include "src/daemon/services/event_bus.h"
 
 #include <thread>
 

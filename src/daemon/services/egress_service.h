@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "src/daemon/event_bus.h"
+#include "src/daemon/services/event_bus.h"
 #include "src/net/egress_options.h"
 #include "src/net/egress_proxy.h"
 #include "src/net/host_resolver.h"
