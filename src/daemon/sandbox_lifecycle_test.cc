@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/base/clock.h"
-#include "src/daemon/testing/test_daemon.h"
+#include "src/daemon/testing/daemon_test_base.h"
 #include "tests/testing/fake_vmm.h"
 
 namespace abox::daemon {
@@ -25,7 +25,7 @@ using http::httptest::Response;
 using http::httptest::TempDir;
 using ::testing::HasSubstr;
 
-class SandboxLifecycleTest : public ::testing::Test {
+class SandboxLifecycleTest : public testing::DaemonTestBase {
  protected:
   void StartDaemon(Budget budget = {8, 8192}) {
     daemon_ = std::make_unique<testing::TestDaemon>(home_.path(), budget);
@@ -76,8 +76,6 @@ class SandboxLifecycleTest : public ::testing::Test {
   base::FakeClock clock_;
   TempDir home_;
   TempDir tmp_;
-  std::unique_ptr<testing::TestDaemon> daemon_;
-  std::unique_ptr<HttpTestClient> client_;
 };
 
 TEST_F(SandboxLifecycleTest, AFailureAtEachCreateStepLeavesNothingBehind) {

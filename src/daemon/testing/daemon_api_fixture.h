@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "src/daemon/testing/daemon_test_base.h"
 #include "src/daemon/testing/test_daemon.h"
 #include "src/http/testing/http_test_client.h"
 #include "src/http/testing/test_server.h"
@@ -23,26 +24,11 @@ namespace abox::daemon::testing {
 
 // The daemon (budget_: 8 vCPUs, 8 GiB unless a subclass changes it) on a fresh home, and a
 // keep-alive client.
-class DaemonApiTest : public ::testing::Test {
+class DaemonApiTest : public DaemonTestBase {
  protected:
   void SetUp() override {
     daemon_ = std::make_unique<TestDaemon>(dir_.path(), budget_);
-    daemon_->Start();
-    client_ = daemon_->Connect();
-    ASSERT_NE(client_, nullptr);
-  }
-  void TearDown() override {
-    client_.reset();
-    daemon_.reset();
-    (void)abox::testing::FakeVmm::KillAll();
-  }
-
-  http::httptest::Response Call(absl::string_view method, absl::string_view target,
-                                absl::string_view body = "") {
-    daemon_->ReconnectIfClosed(client_);
-    absl::StatusOr<http::httptest::Response> r = client_->Request(method, target, body);
-    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();
-    return r.ok() ? *r : http::httptest::Response{};
+    StartAndConnect();
   }
 
   std::string CreateSandbox(absl::string_view body = "{}") {
@@ -99,8 +85,6 @@ class DaemonApiTest : public ::testing::Test {
 
   http::httptest::TempDir dir_;
   Budget budget_{8, 8192};
-  std::unique_ptr<TestDaemon> daemon_;
-  std::unique_ptr<http::httptest::HttpTestClient> client_;
 };
 
 }  // namespace abox::daemon::testing

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/daemon/services/egress_service.h"
+#include "src/daemon/testing/daemon_test_base.h"
 #include "src/daemon/testing/test_daemon.h"
 #include "src/http/testing/http_test_client.h"
 #include "src/http/testing/test_server.h"
@@ -31,14 +32,8 @@ namespace abox::daemon::testing {
 // The upstreams' name: StartDaemon() makes it resolve to 127.0.0.1 (test-only resolver override).
 inline constexpr char kUpstream[] = "upstream.test";
 
-class EgressApiTest : public ::testing::Test {
+class EgressApiTest : public DaemonTestBase {
  protected:
-  void TearDown() override {
-    client_.reset();
-    daemon_.reset();
-    (void)abox::testing::FakeVmm::KillAll();
-  }
-
   // Starts the daemon; `override_upstream`: upstream.test resolves to 127.0.0.1 through the
   // test-only override (else through `lookup`, when given).
   void StartDaemon(bool override_upstream = true, net::HostResolver::Lookup lookup = nullptr) {
@@ -50,18 +45,12 @@ class EgressApiTest : public ::testing::Test {
     options.lookup = std::move(lookup);
     options.limits.sniff_timeout = absl::Seconds(5);
     daemon_->set_egress_options(std::move(options));
-    daemon_->Start();
-    client_ = daemon_->Connect();
-    ASSERT_NE(client_, nullptr);
+    StartAndConnect();
   }
 
   http::httptest::Response Call(absl::string_view method, absl::string_view target,
                                 const nlohmann::json& body = nullptr) {
-    daemon_->ReconnectIfClosed(client_);
-    absl::StatusOr<http::httptest::Response> r =
-        client_->Request(method, target, body.is_null() ? "" : body.dump());
-    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();
-    return r.ok() ? *r : http::httptest::Response{};
+    return DaemonTestBase::Call(method, target, body.is_null() ? "" : body.dump());
   }
 
   std::string Create(const nlohmann::json& body = nlohmann::json::object()) {
@@ -136,8 +125,6 @@ class EgressApiTest : public ::testing::Test {
   }
 
   http::httptest::TempDir home_;
-  std::unique_ptr<TestDaemon> daemon_;
-  std::unique_ptr<http::httptest::HttpTestClient> client_;
 };
 
 }  // namespace abox::daemon::testing

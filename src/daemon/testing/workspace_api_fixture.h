@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "src/daemon/testing/daemon_test_base.h"
 #include "src/daemon/testing/test_daemon.h"
 #include "src/http/testing/http_test_client.h"
 #include "src/http/testing/test_server.h"
@@ -52,7 +53,7 @@ inline std::string GitOut(const std::string& cmd) {
 
 // The daemon on a fresh home, with a host git repo (a committed-then-removed secret, an ignored
 // build dir, a credential helper) and an empty guest workspace directory.
-class WorkspaceApiTest : public ::testing::Test {
+class WorkspaceApiTest : public DaemonTestBase {
  protected:
   void SetUp() override {
     host_ = std::filesystem::path(tmp_.path()) / "repo";
@@ -78,22 +79,7 @@ class WorkspaceApiTest : public ::testing::Test {
            git + "commit -qm init && git rm -q --cached .env && " + git + "commit -qm 'drop .env'"),
         0);
     daemon_ = std::make_unique<TestDaemon>(home_.path());
-    daemon_->Start();
-    client_ = daemon_->Connect();
-    ASSERT_NE(client_, nullptr);
-  }
-  void TearDown() override {
-    client_.reset();
-    daemon_.reset();
-    (void)abox::testing::FakeVmm::KillAll();
-  }
-
-  http::httptest::Response Call(absl::string_view method, absl::string_view target,
-                                absl::string_view body = "") {
-    daemon_->ReconnectIfClosed(client_);
-    absl::StatusOr<http::httptest::Response> r = client_->Request(method, target, body);
-    EXPECT_TRUE(r.ok()) << method << " " << target << ": " << r.status();
-    return r.ok() ? *r : http::httptest::Response{};
+    StartAndConnect();
   }
 
   std::string Create() {
@@ -119,8 +105,6 @@ class WorkspaceApiTest : public ::testing::Test {
   http::httptest::TempDir tmp_;
   std::filesystem::path host_;
   std::filesystem::path guest_;
-  std::unique_ptr<TestDaemon> daemon_;
-  std::unique_ptr<http::httptest::HttpTestClient> client_;
 };
 
 }  // namespace abox::daemon::testing
