@@ -24,6 +24,7 @@
 #include "src/cli/terminal.h"
 #include "src/cli/terminal_text.h"
 #include "src/runtime/agent_guest_tools.h"
+#include "src/workspace/run_copies.h"
 #include "src/workspace/sync.h"
 
 namespace abox::cli {
@@ -38,41 +39,6 @@ std::optional<proto::PtySize> PtySize() {
   return proto::PtySize{size->rows, size->cols};
 }
 
-constexpr char kRunCopyPrefix[] = "run-workspace-";
-constexpr char kLockSuffix[] = ".lock";
-
-// Takes the exclusive flock on `lock_path` (creating the file), waiting for it or not. A lock
-// is only good while the file is still at its path: a collector unlinks the lock file of a copy
-// it removed, so a lock taken on a file unlinked meanwhile is dropped and taken again.
-// kUnavailable (with `wait` false) when another process holds it.
-absl::StatusOr<base::UniqueFd> LockRunCopy(const std::string& lock_path, bool wait) {
-  for (;;) {
-    base::UniqueFd fd(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!fd) {
-      return base::ErrnoError(absl::StrCat("open(", lock_path, ")"));
-    }
-    int r;
-    do {
-      r = ::flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB));
-    } while (r != 0 && errno == EINTR);
-    if (r != 0) {
-      if (errno == EWOULDBLOCK) {
-        return absl::UnavailableError(absl::StrCat(lock_path, " is held by a running abox run"));
-      }
-      return base::ErrnoError(absl::StrCat("flock(", lock_path, ")"));
-    }
-    struct stat held = {};
-    struct stat at_path = {};
-    if (::fstat(fd.get(), &held) != 0) {
-      return base::ErrnoError(absl::StrCat("fstat(", lock_path, ")"));
-    }
-    if (::lstat(lock_path.c_str(), &at_path) == 0 && at_path.st_dev == held.st_dev &&
-        at_path.st_ino == held.st_ino) {
-      return fd;
-    }
-  }
-}
-
 // `abox run -w`: one sync into the fresh VM, from a throwaway state dir (no base is kept: the
 // VM and its copy go away with the command). The copy is $ABOX_HOME/tmp/run-workspace-<id>/,
 // beside run-workspace-<id>.lock, which this run holds while the copy exists: when the run is
@@ -83,9 +49,9 @@ absl::Status SyncOnce(runtime::Sandbox& sandbox, const workspace::Binding& bindi
   ABOX_ASSIGN_OR_RETURN(base::HostLayout paths, base::ResolveHostLayout());
   std::string dir = absl::StrCat(paths.home.string(), "/tmp");
   (void)::mkdir(dir.c_str(), 0700);
-  dir = absl::StrCat(dir, "/", kRunCopyPrefix, sandbox.id());
-  std::string lock_path = absl::StrCat(dir, kLockSuffix);
-  ABOX_ASSIGN_OR_RETURN(base::UniqueFd lock, LockRunCopy(lock_path, /*wait=*/true));
+  dir = absl::StrCat(dir, "/", workspace::kRunCopyPrefix, sandbox.id());
+  std::string lock_path = absl::StrCat(dir, workspace::kRunCopyLockSuffix);
+  ABOX_ASSIGN_OR_RETURN(base::UniqueFd lock, workspace::LockRunCopy(lock_path, /*wait=*/true));
   absl::Cleanup cleanup = [&] {
     if (absl::Status s = base::RemoveUnder(paths.home, dir); !s.ok()) {
       std::fprintf(stderr,
@@ -124,51 +90,6 @@ absl::Status SyncOnce(runtime::Sandbox& sandbox, const workspace::Binding& bindi
 
 }  // namespace
 
-absl::StatusOr<int> CollectRunLeftovers(const std::filesystem::path& home) {
-  std::filesystem::path tmp = home / "tmp";
-  std::set<std::string> ids;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator(tmp, ec);
-       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    std::string filename = it->path().filename().string();
-    absl::string_view name = filename;
-    if (absl::ConsumePrefix(&name, kRunCopyPrefix)) {
-      absl::ConsumeSuffix(&name, kLockSuffix);
-      if (!name.empty()) {
-        ids.emplace(name);
-      }
-    }
-  }
-  if (ec && ec != std::errc::no_such_file_or_directory) {
-    return absl::InternalError(absl::StrCat("cannot list ", tmp.string(), ": ", ec.message()));
-  }
-  int removed = 0;
-  absl::Status first_error;  // one bad entry does not keep the others
-  for (const std::string& id : ids) {
-    std::string dir = (tmp / absl::StrCat(kRunCopyPrefix, id)).string();
-    std::string lock_path = absl::StrCat(dir, kLockSuffix);
-    absl::StatusOr<base::UniqueFd> lock = LockRunCopy(lock_path, /*wait=*/false);
-    if (absl::IsUnavailable(lock.status())) {
-      continue;  // its run is alive
-    }
-    bool had_copy = std::filesystem::exists(std::filesystem::symlink_status(dir, ec));
-    absl::Status s = lock.status();
-    if (s.ok()) {
-      s = base::RemoveUnder(home, dir);
-    }
-    if (s.ok()) {
-      s = base::RemoveFileUnder(home, lock_path);
-    }
-    if (!s.ok()) {
-      first_error.Update(s);
-      continue;
-    }
-    removed += had_copy ? 1 : 0;
-  }
-  ABOX_RETURN_IF_ERROR(first_error);
-  return removed;
-}
-
 int RunInFreshVm(const RunOptions& options) {
   // Block the signals we handle before any thread starts, so only sigwait() sees them.
   BlockHandledSignals();
@@ -176,7 +97,7 @@ int RunInFreshVm(const RunOptions& options) {
 
   // What killed runs left behind (their lock is gone with them).
   if (absl::StatusOr<base::HostLayout> paths = base::ResolveHostLayout(); paths.ok()) {
-    if (absl::StatusOr<int> removed = CollectRunLeftovers(paths->home); !removed.ok()) {
+    if (absl::StatusOr<int> removed = workspace::CollectRunLeftovers(paths->home); !removed.ok()) {
       std::fprintf(stderr,
                    "abox: warning: cannot remove the workspace copy of a killed run: %s (remove "
                    "it by hand under %s/tmp)\n",

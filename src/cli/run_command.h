@@ -30,12 +30,6 @@ struct RunOptions {
   std::optional<workspace::Binding> workspace;
 };
 
-// Removes the workspace copies of `abox run -w` (<home>/tmp/run-workspace-<id>/) whose run is
-// gone: each run holds a flock on run-workspace-<id>.lock beside its copy for as long as the copy
-// exists, so a copy whose lock nobody holds was left by a killed run. A copy whose lock is held
-// is never touched. Returns how many copies it removed; every `abox run` calls it first.
-[[nodiscard]] absl::StatusOr<int> CollectRunLeftovers(const std::filesystem::path& home);
-
 // `abox run`: boots a fresh microVM, runs the command with the terminal's stdin/stdout/stderr,
 // destroys the VM and returns the exit code to use.
 int RunInFreshVm(const RunOptions& options);

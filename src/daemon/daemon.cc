@@ -5,9 +5,11 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "src/base/status_macros.h"
 #include "src/runtime/sandbox.h"
 #include "src/store/migrations.h"
+#include "src/workspace/run_copies.h"
 
 namespace abox::daemon {
 
@@ -121,6 +123,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
 }
 
 absl::Status Daemon::Start() {
+  // What `abox run -w` runs that were killed left (a copy of a workspace each): no run can
+  // be using them, since their locks are free.
+  if (absl::StatusOr<int> removed = workspace::CollectRunLeftovers(config_.layout.home);
+      !removed.ok()) {
+    recorder_->Note(removed.status(), "removing the workspace copies of killed abox runs");
+  } else if (*removed > 0) {
+    spdlog::info("removed {} workspace copies that killed abox runs left", *removed);
+  }
   if (absl::Status s = workspaces_->Recover(); !s.ok()) {
     return absl::Status(s.code(),
                         absl::StrCat("cannot recover interrupted applies: ", s.message()));

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "src/base/clock.h"
 #include "src/daemon/testing/daemon_test_base.h"
+#include "src/workspace/run_copies.h"
 #include "tests/testing/fake_vmm.h"
 
 namespace abox::daemon {
@@ -246,6 +247,25 @@ TEST_F(SandboxLifecycleTest, TtlAndIdleTimeoutsStopSandboxesOnTheInjectedClock) 
   ASSERT_TRUE(rest.ok()) << rest.status();
   EXPECT_THAT(*rest, HasSubstr("its TTL of 60s passed"));
   EXPECT_THAT(*rest, HasSubstr("\"expiry\":\"ttl\""));
+}
+
+TEST_F(SandboxLifecycleTest, AStartRemovesTheWorkspaceCopiesOfKilledRunsButNotOfLiveOnes) {
+  // Two copies `abox run -w` left: one whose run was killed (its lock is free) and one whose
+  // run is alive (this test holds its lock).
+  fs::path tmp = fs::path(home_.path()) / "tmp";
+  fs::create_directories(tmp / "run-workspace-killed");
+  fs::create_directories(tmp / "run-workspace-alive");
+  std::ofstream(tmp / "run-workspace-killed" / "main.c") << "the user's source";
+  std::ofstream(tmp / "run-workspace-alive" / "main.c") << "the user's source";
+  std::ofstream(tmp / "run-workspace-killed.lock") << "";
+  absl::StatusOr<base::UniqueFd> held =
+      workspace::LockRunCopy((tmp / "run-workspace-alive.lock").string(), /*wait=*/false);
+  ASSERT_TRUE(held.ok()) << held.status();
+  StartDaemon();
+  EXPECT_FALSE(fs::exists(tmp / "run-workspace-killed"));
+  EXPECT_FALSE(fs::exists(tmp / "run-workspace-killed.lock"));
+  EXPECT_TRUE(fs::exists(tmp / "run-workspace-alive" / "main.c"));
+  EXPECT_EQ(daemon_->daemon().recorder().noted_failures(), 0);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "src/cli/run_command.h"
+#include "src/workspace/run_copies.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 
-namespace abox::cli {
+namespace abox::workspace {
 namespace {
 
 namespace fs = std::filesystem;
@@ -107,4 +107,4 @@ TEST_F(RunLeftoversTest, NoTmpDirIsNothingToDo) {
 }
 
 }  // namespace
-}  // namespace abox::cli
+}  // namespace abox::workspace
