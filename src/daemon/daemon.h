@@ -73,6 +73,9 @@ class Daemon final {
   [[nodiscard]] http::Server& server() { return *server_; }
   [[nodiscard]] SandboxService& sandboxes() { return *sandbox_service_; }
   [[nodiscard]] ExecService& execs() { return *exec_service_; }
+  [[nodiscard]] GuestToolsGate& guest_tools() { return *gate_; }
+  [[nodiscard]] SetupRunner& setup() { return *setup_runner_; }
+  [[nodiscard]] SandboxContext& context() { return *context_; }
   [[nodiscard]] Reaper& reaper() { return *reaper_; }
   [[nodiscard]] StateRecorder& recorder() { return *recorder_; }
   [[nodiscard]] Ledger& ledger() { return *ledger_; }
