@@ -187,6 +187,12 @@ nlohmann::json ToJson(const Sandbox& s) {
   if (!s.workspace.is_null()) {
     j["workspace"] = s.workspace;
   }
+  if (s.dropped) {
+    j["dropped"] = {{"queue", s.dropped->queue},
+                    {"connections", s.dropped->connections},
+                    {"dns", s.dropped->dns},
+                    {"events", s.dropped->events}};
+  }
   if (!s.egress_mode.empty()) {
     j["egress"] = {{"mode", s.egress_mode}};
   }
@@ -224,6 +230,14 @@ void ReadSandbox(AnswerReader& r, Sandbox& s) {
   r.Int("running_execs", &s.running_execs);
   r.Json("workspace", &s.workspace);
   r.Object("egress", [&](AnswerReader& e) { e.String("mode", &s.egress_mode); });
+  r.Object("dropped", [&](AnswerReader& d) {
+    SandboxDropped dropped;
+    d.Int("queue", &dropped.queue);
+    d.Int("connections", &dropped.connections);
+    d.Int("dns", &dropped.dns);
+    d.Int("events", &dropped.events);
+    s.dropped = dropped;
+  });
 }
 
 }  // namespace

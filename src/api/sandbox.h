@@ -73,6 +73,17 @@ struct SandboxCreate {
 
 // Extra, live facts about a sandbox that the daemon's table does not hold (the daemon fills
 // them in; Sandbox carries them on the wire).
+// What a sandbox lost to its own caps (refused names not queued; log rows and events pruned),
+// shown only when something was.
+struct SandboxDropped {
+  int64_t queue = 0;
+  int64_t connections = 0;
+  int64_t dns = 0;
+  int64_t events = 0;
+
+  friend bool operator==(const SandboxDropped&, const SandboxDropped&) = default;
+};
+
 struct SandboxLive {
   int running_execs = 0;
   // The bound workspace ({"path","guest_path","last_sync_at","syncs"}), null when none.
@@ -80,6 +91,7 @@ struct SandboxLive {
   // The egress mode its connections are decided by now ("none", "allowlist", "open"); empty
   // when unknown.
   std::string egress_mode;
+  std::optional<SandboxDropped> dropped;
 };
 
 // A sandbox as the API shows it. Absent optional facts are empty / zero / nullopt.
@@ -104,7 +116,8 @@ struct Sandbox {
   // The Workspace object of docs/openapi.yaml as the workspace service describes it (or
   // {"error": ...}), passed through; null when none is bound.
   nlohmann::json workspace;
-  std::string egress_mode;  // "egress": {"mode": ...}; empty when unknown
+  std::string egress_mode;                // "egress": {"mode": ...}; empty when unknown
+  std::optional<SandboxDropped> dropped;  // absent when it lost nothing
 
   friend bool operator==(const Sandbox&, const Sandbox&) = default;
 };

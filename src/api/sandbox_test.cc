@@ -102,6 +102,7 @@ Sandbox FullSandbox() {
   s.running_execs = 1;
   s.workspace = {{"path", "/w"}, {"guest_path", "/workspace"}, {"syncs", 3}};
   s.egress_mode = "allowlist";
+  s.dropped = SandboxDropped{.queue = 50, .connections = 2, .dns = 3, .events = 4};
   return s;
 }
 
@@ -128,10 +129,12 @@ TEST(SandboxJsonTest, WireNamesAndOptionalFields) {
   EXPECT_EQ(j["created_at"], "1970-01-01T00:16:40.123Z");
   EXPECT_EQ(j["egress"], nlohmann::json({{"mode", "allowlist"}}));
   EXPECT_EQ(j["running_execs"], 1);
+  EXPECT_EQ(j["dropped"],
+            nlohmann::json({{"queue", 50}, {"connections", 2}, {"dns", 3}, {"events", 4}}));
   EXPECT_FALSE(j.contains("failure"));
   nlohmann::json bare = ToJson(Sandbox{.id = "x"});
-  for (const char* absent : {"failure", "workspace", "egress", "ready_at", "last_active_at",
-                             "accel", "vmm_pid", "expires_at", "created_at"}) {
+  for (const char* absent : {"failure", "workspace", "egress", "dropped", "ready_at",
+                             "last_active_at", "accel", "vmm_pid", "expires_at", "created_at"}) {
     EXPECT_FALSE(bare.contains(absent)) << absent;
   }
 }

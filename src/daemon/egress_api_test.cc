@@ -293,6 +293,10 @@ TEST_F(EgressApiTest, AGuestMakingUpNamesFillsOnlyItsOwnQueueAndTheDropsAreCount
   EXPECT_EQ(their_log["dropped"],
             nlohmann::json({{"queue", 0}, {"connections", 0}, {"dns", 0}, {"events", 0}}));
   EXPECT_EQ(their_log["connections"].size(), 3u);
+  // The sandbox itself says what it lost (abox inspect shows it); the other lost nothing.
+  nlohmann::json flooded = Call("GET", "/v1/sandboxes/" + flooder).Json();
+  EXPECT_EQ(flooded["dropped"]["queue"], 50) << flooded.dump();
+  EXPECT_FALSE(Call("GET", "/v1/sandboxes/" + other).Json().contains("dropped"));
 }
 
 TEST_F(EgressApiTest, ModeNoneResetsEveryTunnelWithoutAProxyThread) {

@@ -26,6 +26,7 @@ api::Sandbox SandboxOf(const store::SandboxRecord& s, const api::SandboxLive& li
   out.running_execs = live.running_execs;
   out.workspace = live.workspace;
   out.egress_mode = live.egress_mode;
+  out.dropped = live.dropped;
   if (s.state == store::SandboxState::kCreating || s.state == store::SandboxState::kReady) {
     std::optional<absl::Time> expires;
     if (s.ttl_seconds > 0) {

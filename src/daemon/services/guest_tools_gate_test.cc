@@ -83,7 +83,8 @@ TEST_F(GuestToolsGateTest, OneSandboxGetsTwoAtOnceAndAllTogetherSix) {
   ASSERT_TRUE(latch.WaitForWaiting(2));
   // A third for the same sandbox is refused at once (its guest may be stalling the two).
   absl::Status third = d().guest_tools().WithGuestTools(
-      ids[0], [&](const store::SandboxRecord&, workspace::GuestTools&) { return absl::OkStatus(); });
+      ids[0],
+      [&](const store::SandboxRecord&, workspace::GuestTools&) { return absl::OkStatus(); });
   EXPECT_EQ(third.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(third.message(), HasSubstr("already has 2 workspace operations in flight"));
   // Four more across the other sandboxes fill the daemon-wide six; the seventh is refused.
@@ -93,7 +94,8 @@ TEST_F(GuestToolsGateTest, OneSandboxGetsTwoAtOnceAndAllTogetherSix) {
   held.push_back(hold(ids[2]));
   ASSERT_TRUE(latch.WaitForWaiting(6));
   absl::Status seventh = d().guest_tools().WithGuestTools(
-      ids[3], [&](const store::SandboxRecord&, workspace::GuestTools&) { return absl::OkStatus(); });
+      ids[3],
+      [&](const store::SandboxRecord&, workspace::GuestTools&) { return absl::OkStatus(); });
   EXPECT_EQ(seventh.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(seventh.message(), HasSubstr("the most it runs at once"));
   latch.Open();
@@ -102,7 +104,8 @@ TEST_F(GuestToolsGateTest, OneSandboxGetsTwoAtOnceAndAllTogetherSix) {
   }
   // The slots come back.
   absl::Status after = d().guest_tools().WithGuestTools(
-      ids[3], [&](const store::SandboxRecord&, workspace::GuestTools&) { return absl::OkStatus(); });
+      ids[3],
+      [&](const store::SandboxRecord&, workspace::GuestTools&) { return absl::OkStatus(); });
   EXPECT_TRUE(after.ok()) << after;
 }
 

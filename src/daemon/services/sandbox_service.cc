@@ -44,6 +44,13 @@ api::SandboxLive SandboxService::LiveOf(const std::string& id) {
     if (egress.ok() && egress->mode) {
       live.egress_mode = std::string(net::ModeName(*egress->mode));
     }
+    if (absl::StatusOr<store::RetentionCounters> d = ctx_->egress->Dropped(id);
+        d.ok() && *d != store::RetentionCounters{}) {
+      live.dropped = api::SandboxDropped{.queue = d->queue_dropped,
+                                         .connections = d->connections_pruned,
+                                         .dns = d->dns_pruned,
+                                         .events = d->events_pruned};
+    }
   }
   return live;
 }

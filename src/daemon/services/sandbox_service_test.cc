@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "gmock/gmock.h"
-#include "src/api/errors.h"
 #include "gtest/gtest.h"
+#include "src/api/errors.h"
 #include "src/daemon/testing/service_fixture.h"
 #include "tests/testing/fake_vmm.h"
 
