@@ -14,6 +14,15 @@ absl::StatusOr<store::SandboxRecord> StateRecorder::Insert(const store::SandboxR
   return sandboxes_->Insert(record);
 }
 
+absl::Status StateRecorder::Withdraw(absl::string_view id) {
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord now, sandboxes_->Get(id));
+  if (now.state != SandboxState::kCreating) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sandbox ", id, " is ", store::SandboxStateName(now.state), ", not creating"));
+  }
+  return sandboxes_->Delete(id);
+}
+
 void StateRecorder::Announce(absl::string_view id, nlohmann::json payload) {
   events_->Publish(id, store::event_type::kCreated, std::move(payload));
 }

@@ -28,6 +28,9 @@ class StateRecorder final {
   // Stores `record`, which must be in state creating. Nothing is published yet: a create
   // whose later admission step fails deletes it again, unseen.
   [[nodiscard]] absl::StatusOr<store::SandboxRecord> Insert(const store::SandboxRecord& record);
+  // Takes back an Insert() that was never announced (its create was refused at admission):
+  // deletes the record if it is still creating. Nothing is published: nobody saw it.
+  [[nodiscard]] absl::Status Withdraw(absl::string_view id);
   // The stored sandbox is admitted: publishes "created" with `payload`. From here on a failed
   // create leaves it failed (Transition to kFailed), not deleted.
   void Announce(absl::string_view id, nlohmann::json payload);

@@ -262,6 +262,16 @@ TEST_F(StateRecorderTest, InsertPublishesNothingUntilAnnounced) {
             absl::StatusCode::kInternal);
 }
 
+TEST_F(StateRecorderTest, WithdrawTakesBackOnlyACreateThatIsStillCreating) {
+  Stored(SandboxState::kCreating);
+  ASSERT_TRUE(recorder_->Withdraw("0123456789ab").ok());
+  EXPECT_EQ(sandboxes_->Get("0123456789ab").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(EventTypes().empty()) << "a withdrawn create published something";
+  Stored(SandboxState::kReady);
+  EXPECT_EQ(recorder_->Withdraw("0123456789ab").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(sandboxes_->Get("0123456789ab").ok());
+}
+
 TEST_F(StateRecorderTest, NoteCountsFailuresAndIgnoresSuccess) {
   recorder_->Note(absl::OkStatus(), "fine");
   EXPECT_EQ(recorder_->noted_failures(), 0);

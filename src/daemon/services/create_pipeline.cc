@@ -57,7 +57,7 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
       },
       [ctx, j](const absl::Status& why) {
         if (!j->announced) {
-          ctx->recorder->Note(ctx->sandboxes->Delete(j->id),
+          ctx->recorder->Note(ctx->recorder->Withdraw(j->id),
                               absl::StrCat("deleting the record of refused create ", j->id));
           return;
         }
