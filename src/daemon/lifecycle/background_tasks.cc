@@ -28,9 +28,4 @@ void BackgroundTasks::Close() {
   state_->idle.wait(lock, [&] { return state_->running == 0; });
 }
 
-int BackgroundTasks::running() {
-  std::lock_guard lock(state_->mu);
-  return state_->running;
-}
-
 }  // namespace abox::daemon

@@ -22,7 +22,6 @@ class BackgroundTasks final {
   [[nodiscard]] bool Spawn(std::function<void()> task);
   // Refuses new tasks and waits until every running one returned. Idempotent.
   void Close();
-  [[nodiscard]] int running();
 
  private:
   struct State {

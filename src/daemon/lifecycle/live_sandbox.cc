@@ -9,11 +9,6 @@ void LiveSandbox::Adopt(std::unique_ptr<runtime::Sandbox> sandbox) {
   sandbox_ = std::move(sandbox);
 }
 
-bool LiveSandbox::serving() {
-  std::lock_guard lock(mu_);
-  return sandbox_ != nullptr && !stopping_;
-}
-
 bool LiveSandbox::BeginStop() {
   std::lock_guard lock(mu_);
   if (sandbox_ == nullptr || stopping_) {

@@ -29,8 +29,6 @@ class LiveSandbox final {
 
   // The booted VM becomes this sandbox's (the boot pipeline's last step).
   void Adopt(std::unique_ptr<runtime::Sandbox> sandbox);
-  // Running and not stopping: serves commands and workspace operations.
-  [[nodiscard]] bool serving();
   // Marks it stopping if it is serving; false if it was not (booting, or already stopping).
   [[nodiscard]] bool BeginStop();
 

@@ -12,15 +12,6 @@ void Pipeline::Add(std::string name, RunFn run, UndoFn undo) {
   steps_.push_back({std::move(name), std::move(run), std::move(undo)});
 }
 
-std::vector<std::string> Pipeline::step_names() const {
-  std::vector<std::string> names;
-  names.reserve(steps_.size());
-  for (const Step& step : steps_) {
-    names.push_back(step.name);
-  }
-  return names;
-}
-
 absl::Status Pipeline::Run(absl::string_view through) {
   if (!failure_.ok()) {
     return failure_;

@@ -41,7 +41,6 @@ class Pipeline final {
 
   [[nodiscard]] const std::string& failed_step() const { return failed_step_; }
   [[nodiscard]] bool finished() const { return next_ == steps_.size() && failure_.ok(); }
-  [[nodiscard]] std::vector<std::string> step_names() const;
 
  private:
   struct Step {

@@ -48,9 +48,6 @@ class StateRecorder final {
   // How many Note()d failures there were since start (GET /v1/health shows them).
   [[nodiscard]] int64_t noted_failures() const { return noted_.load(); }
 
-  [[nodiscard]] store::SandboxRepo& sandboxes() { return *sandboxes_; }
-  [[nodiscard]] EventBus& events() { return *events_; }
-
  private:
   store::SandboxRepo* sandboxes_;
   EventBus* events_;
