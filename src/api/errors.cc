@@ -25,9 +25,11 @@ struct Row {
 //    host's vCPU / memory budget is full, retry after removing sandboxes or with less.
 //    (507 is WebDAV storage; 503 is kept for "the daemon itself cannot serve".) A body over the
 //    limit is kResourceExhausted too, but carries "payload_too_large" -> 413.
+//  - kResourceExhausted with "insufficient_storage" -> 507: a sandbox's workspace content would
+//    pass its disk quota, or leave the host's disk too full (a fetch for diff / apply / pull).
 //  - kCancelled -> 499 (nginx / google.rpc "client closed request"): only logged, the client
 //    is gone by then.
-constexpr std::array<Row, 20> kTable = {{
+constexpr std::array<Row, 21> kTable = {{
     {absl::StatusCode::kInvalidArgument, true, {400, "bad_request"}},
     {absl::StatusCode::kOutOfRange, true, {400, "bad_request"}},
     {absl::StatusCode::kUnauthenticated, true, {401, "unauthenticated"}},
@@ -48,6 +50,7 @@ constexpr std::array<Row, 20> kTable = {{
     {absl::StatusCode::kUnavailable, true, {503, "unavailable"}},
     {absl::StatusCode::kUnavailable, false, {503, kTooManyConnections}},
     {absl::StatusCode::kDeadlineExceeded, true, {504, "timeout"}},
+    {absl::StatusCode::kResourceExhausted, false, {507, kInsufficientStorage}},
 }};
 
 constexpr ErrorKind kInternal = {500, "internal"};

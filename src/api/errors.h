@@ -23,10 +23,11 @@ struct ErrorKind {
 
 // Error codes that are not the default for their absl::StatusCode (see errors.cc for the
 // table). Attach one with WithErrorCode(); ErrorKindOf() honours it.
-inline constexpr absl::string_view kPayloadTooLarge = "payload_too_large";        // 413
-inline constexpr absl::string_view kMethodNotAllowed = "method_not_allowed";      // 405
-inline constexpr absl::string_view kRequestTimeout = "request_timeout";           // 408
-inline constexpr absl::string_view kTooManyConnections = "too_many_connections";  // 503
+inline constexpr absl::string_view kPayloadTooLarge = "payload_too_large";         // 413
+inline constexpr absl::string_view kMethodNotAllowed = "method_not_allowed";       // 405
+inline constexpr absl::string_view kRequestTimeout = "request_timeout";            // 408
+inline constexpr absl::string_view kTooManyConnections = "too_many_connections";   // 503
+inline constexpr absl::string_view kInsufficientStorage = "insufficient_storage";  // 507
 
 // The HTTP status and stable code for `status`: the code attached with WithErrorCode() when it
 // is in the table, else the default row for status.code(). An OK status is a caller bug and

@@ -77,6 +77,10 @@ void AddAboxdFlags(CLI::App& app, AboxdFlags& flags) {
   app.add_option("--max-memory", flags.max_memory,
                  "Memory budget in MiB for all sandboxes (default: 3/4 of RAM minus 1 GiB)")
       ->check(CLI::Range(128, 1 << 30));
+  app.add_option("--workspace-quota", flags.workspace_quota_mib,
+                 "MiB of the host's disk one sandbox's changed workspace files may take when "
+                 "diff, apply or pull fetch them (default 4096)")
+      ->check(CLI::Range(16, 1 << 24));
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   app.add_option("--test-resolver-override", flags.resolver_override_file,
@@ -138,6 +142,9 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
   }
   if (flags.max_memory > 0) {
     config.budget.memory_mib = flags.max_memory;
+  }
+  if (flags.workspace_quota_mib > 0) {
+    config.workspace_budget.guest_bytes = uint64_t{flags.workspace_quota_mib} << 20;
   }
   if (const std::string& file = flags.resolver_override_file; !file.empty()) {
     auto text = base::ReadFile(file, 1 << 20);

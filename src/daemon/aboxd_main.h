@@ -22,8 +22,9 @@ struct AboxdFlags {
   std::string socket_path;  // empty: base::ResolveSocketPath()
   int tcp_port = -1;        // -1: no TCP listener
   std::string token_file;
-  int max_cpus = 0;    // 0: DefaultBudget()
-  int max_memory = 0;  // MiB; 0: DefaultBudget()
+  int max_cpus = 0;             // 0: DefaultBudget()
+  int max_memory = 0;           // MiB; 0: DefaultBudget()
+  int workspace_quota_mib = 0;  // 0: workspace::StoreBudget{}
   std::string log_level = "info";
   std::string resolver_override_file;
   bool foreground = true;  // the only mode; accepted for clarity

@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   }
   d->egress_ = *std::move(egress);
   absl::StatusOr<std::unique_ptr<WorkspaceService>> workspaces =
-      WorkspaceService::Create(layout.home.string());
+      WorkspaceService::Create(layout.home.string(), d->config_.workspace_budget);
   if (!workspaces.ok()) {
     return absl::Status(workspaces.status().code(),
                         absl::StrCat("cannot set up workspaces: ", workspaces.status().message()));

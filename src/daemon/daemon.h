@@ -45,6 +45,8 @@ struct DaemonConfig {
   Budget budget;
   EgressServiceOptions egress;
   SandboxOptions sandbox;
+  // What each sandbox's guest content may take of the host's disk (diff / apply / pull).
+  workspace::StoreBudget workspace_budget;
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml
 };
 

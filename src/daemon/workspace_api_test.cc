@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/daemon/testing/workspace_api_fixture.h"
+#include "src/workspace/sha256.h"
 
 namespace abox::daemon {
 namespace {
@@ -255,6 +256,40 @@ TEST_F(WorkspaceApiTest, BadRequestsSayWhatIsWrong) {
   EXPECT_EQ(Post(id, "apply", {{"paths", {"../etc/passwd"}}}).status, 400);
   EXPECT_EQ(Post(id, "apply", {{"paths", {"no/such/file"}}}).status, 404);
   EXPECT_EQ(Call("POST", "/v1/artifacts/../../etc/undo", "{}").status / 100, 4);
+}
+
+TEST_F(WorkspaceApiTest, ContentNothingRefersToAnyMoreIsCollected) {
+  std::string id = Create();
+  // The workspace's object store: objects/<2 hex>/<64 hex>.
+  const fs::path objects = fs::path(home_.path()) / "workspaces" / id / "objects" / "objects";
+  auto stored = [&](const std::string& content) {
+    std::string sha = workspace::Sha256Hex(content);
+    return fs::exists(objects / sha.substr(0, 2) / sha);
+  };
+  const std::string readme = ReadAll(host_ / "README.md");
+  ASSERT_TRUE(stored(readme));
+
+  // Each version of a file the agent writes is fetched by a diff, and goes once the agent
+  // replaced or removed it.
+  const std::string v1(1 << 20, 'a');
+  const std::string v2(1 << 20, 'b');
+  WriteAll(guest_ / "big.bin", v1);
+  ASSERT_EQ(Diff(id)["files"].size(), 1u);
+  EXPECT_TRUE(stored(v1));
+  WriteAll(guest_ / "big.bin", v2);
+  ASSERT_EQ(Diff(id)["files"].size(), 1u);
+  EXPECT_FALSE(stored(v1));
+  EXPECT_TRUE(stored(v2));
+  fs::remove(guest_ / "big.bin");
+  EXPECT_TRUE(Diff(id)["files"].empty());
+  EXPECT_FALSE(stored(v2));
+  EXPECT_TRUE(stored(readme)) << "the base's content was collected";
+
+  // A host change synced in: the old base content goes with the sync.
+  WriteAll(host_ / "README.md", "rewritten on the host\n");
+  ASSERT_EQ(Post(id, "sync", nlohmann::json::object()).status, 200);
+  EXPECT_TRUE(stored("rewritten on the host\n"));
+  EXPECT_FALSE(stored(readme));
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 #include <archive_entry.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,13 +43,16 @@ using testing::WriteAll;
 
 // A guest whose workspace tools lie (what an agent with root in the guest can do): its
 // manifest is the real one edited by `edit` plus raw `extra_lines`, and its pack holds `files`
-// for the paths the host asks for, then whatever `pack_more` adds, or is `raw_pack` as is.
+// for the paths the host asks for, then whatever `pack_more` adds, or is `raw_pack` as is, or is
+// whatever `pack_stream` writes. `packs` counts the packs the host asked for.
 struct HostileGuest {
   std::function<void(workspace::Manifest&)> edit;
   std::vector<std::string> extra_lines;
   std::map<std::string, std::string> files;
   std::function<absl::Status(workspace::SyncArchiveWriter&)> pack_more;
   std::optional<std::string> raw_pack;
+  std::function<absl::Status(const workspace::GuestTools::OutputFn&)> pack_stream;
+  std::shared_ptr<std::atomic<int>> packs = std::make_shared<std::atomic<int>>(0);
 };
 
 class HostileGuestTools final : public workspace::GuestTools {
@@ -81,8 +86,12 @@ class HostileGuestTools final : public workspace::GuestTools {
           return absl::OkStatus();
         }));
       }
+      ++*guest_.packs;
       if (guest_.raw_pack) {
         return output(*guest_.raw_pack);
+      }
+      if (guest_.pack_stream) {
+        return guest_.pack_stream(output);
       }
       std::string archive;
       ABOX_ASSIGN_OR_RETURN(auto writer,
@@ -338,6 +347,84 @@ TEST_F(WorkspaceApiTest, HostileGuestContentNeverEscapesTheHostTree) {
   EXPECT_FALSE(fs::exists(outside / "main.c"));
   nothing_escaped();
   daemon_->set_guest_tools_wrapper(nullptr);
+}
+
+// Disk: a guest's claims bound what a fetch may write, and the budget is checked against them
+// before anything is fetched (issue 11 item 6).
+TEST_F(WorkspaceApiTest, AGuestClaimingMoreThanTheQuotaIsRefusedBeforeAnythingIsFetched) {
+  std::string id = Create();
+  const fs::path state = fs::path(home_.path()) / "workspaces" / id;
+  auto bytes_under = [](const fs::path& dir) {
+    uintmax_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (e.is_regular_file()) {
+        n += e.file_size();
+      }
+    }
+    return n;
+  };
+  const uintmax_t before = bytes_under(state);
+  // 40 files of a claimed 1 GiB each: 40 GiB, ten times the default 4 GiB quota.
+  HostileGuest guest{.edit = [](workspace::Manifest& m) {
+    for (int i = 0; i < 40; ++i) {
+      workspace::Entry e = FileEntry(absl::StrCat("part ", i));
+      e.size = uint64_t{1} << 30;
+      m[absl::StrCat("dump/part", i, ".bin")] = e;
+    }
+  }};
+  std::shared_ptr<std::atomic<int>> packs = guest.packs;
+  daemon_->set_guest_tools_wrapper([guest](workspace::GuestTools& real) {
+    return std::make_unique<HostileGuestTools>(real, guest);
+  });
+  for (const char* route : {"diff", "apply", "pull"}) {
+    SCOPED_TRACE(route);
+    Response r = std::string(route) == "diff"
+                     ? Call("GET", absl::StrCat("/v1/sandboxes/", id, "/diff"))
+                     : Post(id, route, {{"paths", {"dump"}}});
+    EXPECT_EQ(r.status, 507) << r.body;
+    EXPECT_THAT(r.body, HasSubstr("insufficient_storage"));
+    EXPECT_THAT(r.body, HasSubstr("40960 MiB"));
+    EXPECT_THAT(r.body, HasSubstr("--workspace-quota"));
+  }
+  EXPECT_EQ(packs->load(), 0) << "the guest was asked for content past the quota";
+  EXPECT_LE(bytes_under(state), before + 4096);
+
+  // Within the quota the same sandbox works again.
+  daemon_->set_guest_tools_wrapper(nullptr);
+  WriteAll(guest_ / "notes.txt", "fine\n");
+  EXPECT_EQ(Diff(id)["files"].size(), 1u);
+}
+
+TEST_F(WorkspaceApiTest, ABrokenPackStreamStopsTheGuestsToolWithoutStagingIt) {
+  std::string id = Create();
+  // One file of a claimed 256 MiB, then a pack that is not an archive, sent for as long as the
+  // host takes it. Staged first, the host would have taken ~290 MiB before reading any of it.
+  const std::string claimed = "x";
+  auto sent = std::make_shared<std::atomic<uint64_t>>(0);
+  HostileGuest guest{
+      .edit =
+          [&](workspace::Manifest& m) {
+            workspace::Entry e = FileEntry(claimed);
+            e.size = uint64_t{256} << 20;
+            m["big.bin"] = e;
+          },
+      .pack_stream = [sent](const workspace::GuestTools::OutputFn& output) -> absl::Status {
+        const std::string junk(64 << 10, 'J');
+        while (*sent < (uint64_t{512} << 20)) {
+          ABOX_RETURN_IF_ERROR(output(junk));
+          *sent += junk.size();
+        }
+        return absl::OkStatus();
+      }};
+  daemon_->set_guest_tools_wrapper([guest](workspace::GuestTools& real) {
+    return std::make_unique<HostileGuestTools>(real, guest);
+  });
+  Response r = Call("GET", absl::StrCat("/v1/sandboxes/", id, "/diff"));
+  EXPECT_NE(r.status, 200) << r.body;
+  EXPECT_GT(sent->load(), 0u);
+  // Refused within what the channel holds plus what libarchive reads ahead, not at the end.
+  EXPECT_LE(sent->load(), uint64_t{4} << 20) << "the pack was read only after it was staged";
+  EXPECT_FALSE(fs::exists(fs::path(home_.path()) / "workspaces" / id / "pack.tmp"));
 }
 
 }  // namespace

@@ -1,16 +1,13 @@
 #include "src/workspace/guest_changes.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <set>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "src/base/fenced_remove.h"
-#include "src/base/io.h"
+#include "src/base/byte_channel.h"
 #include "src/base/status_macros.h"
 #include "src/workspace/archive.h"
 #include "src/workspace/git_command.h"
@@ -129,6 +126,9 @@ class PackHandler final : public SyncArchiveHandler {
   std::set<std::string> received_;
 };
 
+// The pack streams straight from the tool into the archive reader (on its own thread, through
+// a bounded channel): nothing of it is staged on disk, and a stream that goes wrong stops the
+// tool at once instead of after it sent everything.
 absl::Status FetchContent(WorkspaceState& state, GuestTools& tools, const Manifest& wanted) {
   if (wanted.empty()) {
     return absl::OkStatus();
@@ -139,18 +139,29 @@ absl::Status FetchContent(WorkspaceState& state, GuestTools& tools, const Manife
     absl::StrAppend(&list, path, absl::string_view("\0", 1));
     expected += e.size + 1024;
   }
-  // The stream goes to a temp file first: the tool pushes output, the archive reader pulls.
-  std::string tmp = absl::StrCat(state.dir(), "/pack.tmp");
-  (void)::unlink(tmp.c_str());
-  base::UniqueFd fd(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd) {
-    return base::ErrnoError(absl::StrCat("open(", tmp, ")"), errno);
-  }
-  ::unlink(tmp.c_str());
   // zstd never grows data by much; more than this is not the archive we asked for.
-  uint64_t limit = expected + expected / 8 + (1 << 20);
+  const uint64_t limit = expected + expected / 8 + (1 << 20);
   uint64_t written = 0;
-  ABOX_RETURN_IF_ERROR(tools.Run(
+  base::ByteChannel channel;
+  PackHandler handler(state.objects(), wanted);
+  ArchiveLimits limits;
+  limits.max_entries = wanted.size() * 2 + 16;
+  absl::Status read;
+  std::thread reader([&] {
+    read = ReadSyncArchive([&](char* buf, size_t len) { return channel.Read(buf, len); }, limits,
+                           handler);
+    // After the archive's end, whatever else comes (within `limit`) is read and dropped.
+    char sink[4096];
+    while (read.ok()) {
+      absl::StatusOr<size_t> n = channel.Read(sink, sizeof(sink));
+      if (!n.ok() || *n == 0) {
+        break;
+      }
+    }
+    channel.CloseRead();
+  });
+  bool reader_gone = false;
+  absl::Status ran = tools.Run(
       {"pack", state.binding().guest_path},
       [&](const GuestTools::WriteFn& write) { return write(list); },
       [&](absl::string_view out) -> absl::Status {
@@ -158,16 +169,19 @@ absl::Status FetchContent(WorkspaceState& state, GuestTools& tools, const Manife
         if (written > limit) {
           return absl::OutOfRangeError("the guest's pack stream is larger than the files it packs");
         }
-        return base::WriteAll(fd.get(), std::string_view(out.data(), out.size()));
-      }));
-  if (::lseek(fd.get(), 0, SEEK_SET) < 0) {
-    return base::ErrnoError("lseek(pack.tmp)", errno);
+        absl::Status s = channel.Write(out);
+        reader_gone = !s.ok();
+        return s;
+      });
+  channel.CloseWrite();
+  reader.join();
+  // The tool's own failure (a deadline, a non-zero exit) says more than the truncated stream it
+  // left; the reader's says more than "the reader stopped".
+  if (!ran.ok() && !reader_gone) {
+    return ran;
   }
-  PackHandler handler(state.objects(), wanted);
-  ArchiveLimits limits;
-  limits.max_entries = wanted.size() * 2 + 16;
-  ABOX_RETURN_IF_ERROR(ReadSyncArchive(
-      [&](char* buf, size_t len) { return base::ReadSome(fd.get(), buf, len); }, limits, handler));
+  ABOX_RETURN_IF_ERROR(read);
+  ABOX_RETURN_IF_ERROR(ran);
   for (const auto& [path, e] : wanted) {
     if (!handler.received().contains(path)) {
       return absl::AbortedError(absl::StrCat("'", EscapePath(path),
@@ -181,7 +195,8 @@ absl::Status FetchContent(WorkspaceState& state, GuestTools& tools, const Manife
 }  // namespace
 
 absl::StatusOr<GuestChanges> FetchGuestChanges(WorkspaceState& state, GuestTools& tools,
-                                               const std::vector<std::string>& paths) {
+                                               const std::vector<std::string>& paths,
+                                               const StoreBudget& budget) {
   for (const std::string& p : paths) {
     ABOX_RETURN_IF_ERROR(ValidateRelativePath(p));
   }
@@ -230,6 +245,14 @@ absl::StatusOr<GuestChanges> FetchGuestChanges(WorkspaceState& state, GuestTools
   for (const std::string& path : ignored) {
     out.ignored += guest.erase(path);
   }
+  // The content worth keeping from the guest: its files as they are now (all of them, also when
+  // `paths` narrows this fetch, so a later full diff need not fetch them again).
+  std::set<std::string> guest_now;
+  for (const auto& [path, e] : guest) {
+    if (e.type == EntryType::kFile) {
+      guest_now.insert(e.sha256);
+    }
+  }
 
   if (!paths.empty()) {
     for (const std::string& p : paths) {
@@ -258,6 +281,7 @@ absl::StatusOr<GuestChanges> FetchGuestChanges(WorkspaceState& state, GuestTools
       }
     }
   }
+  ABOX_RETURN_IF_ERROR(MakeRoomForGuestContent(state, guest_now, wanted, budget));
   ABOX_RETURN_IF_ERROR(FetchContent(state, tools, wanted));
   out.guest = std::move(guest);
   return out;

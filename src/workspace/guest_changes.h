@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "src/workspace/guest_tools.h"
 #include "src/workspace/manifest.h"
+#include "src/workspace/store_budget.h"
 #include "src/workspace/workspace_state.h"
 
 namespace abox::workspace {
@@ -26,10 +27,13 @@ struct GuestChanges {
 };
 
 // `paths`: only these files or directories (relative to the workspace root); empty = all.
-// A path that names no change and no file on either side is an error.
+// A path that names no change and no file on either side is an error. What the guest's content
+// may take of the host's disk is `budget` (store_budget.h); objects nothing refers to any more
+// are collected first.
 [[nodiscard]] absl::StatusOr<GuestChanges> FetchGuestChanges(WorkspaceState& state,
                                                              GuestTools& tools,
-                                                             const std::vector<std::string>& paths);
+                                                             const std::vector<std::string>& paths,
+                                                             const StoreBudget& budget);
 
 // Where the guest keeps its manifest stat cache (a root-only tmpfs).
 inline constexpr char kGuestStatCache[] = "/run/abox/ws-stat-cache";

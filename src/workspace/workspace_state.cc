@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,40 @@ constexpr char kBindingFile[] = "binding.json";
 constexpr char kBaseFile[] = "base.ndjson";
 constexpr char kStatCacheFile[] = "stat-cache";
 constexpr char kObjectsDir[] = "objects";
+constexpr char kUndoBaseDir[] = "undo-base";
+
+// Artifact ids are ours (artifacts.cc: <utc time>-<hex>); an undo names one from a request.
+absl::Status ValidateArtifactId(const std::string& id) {
+  bool ok = !id.empty() && id.size() <= 64 && id[0] != '-' &&
+            std::all_of(id.begin(), id.end(), [](char c) {
+              return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-';
+            });
+  return ok ? absl::OkStatus()
+            : absl::InvalidArgumentError(
+                  absl::StrCat("'", EscapePath(id), "' is not an artifact id"));
+}
+
+struct UndoBase {
+  std::vector<std::string> paths;
+  Manifest previous;
+};
+
+absl::StatusOr<UndoBase> ReadUndoBase(const std::string& file) {
+  ABOX_ASSIGN_OR_RETURN(std::string text, base::ReadFile(file, size_t{1} << 30));
+  json saved = json::parse(text, nullptr, false);
+  if (saved.is_discarded() || !saved.is_object() || !saved["paths"].is_array() ||
+      !saved["entries"].is_string()) {
+    return absl::DataLossError(absl::StrCat(file, " is damaged"));
+  }
+  UndoBase out;
+  ABOX_ASSIGN_OR_RETURN(out.previous, ParseManifest(saved["entries"].get<std::string>()));
+  for (const json& p : saved["paths"]) {
+    if (p.is_string()) {
+      out.paths.push_back(p.get<std::string>());
+    }
+  }
+  return out;
+}
 
 // Guest paths that would hide or break the system if a workspace were unpacked over them.
 constexpr const char* kSystemDirs[] = {"/",     "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64",
@@ -166,6 +201,71 @@ absl::Status WorkspaceState::UpdateBase(const Manifest& entries,
       base::WriteFileAtomic(absl::StrCat(dir_, "/", kBaseFile), SerializeManifest(next), 0600));
   base_ = std::move(next);
   return absl::OkStatus();
+}
+
+}  // namespace abox::workspace
+
+namespace abox::workspace {
+
+absl::Status WorkspaceState::SaveUndoBase(const std::string& artifact_id,
+                                          const std::vector<std::string>& paths,
+                                          const Manifest& previous) {
+  ABOX_RETURN_IF_ERROR(ValidateArtifactId(artifact_id));
+  std::string dir = absl::StrCat(dir_, "/", kUndoBaseDir);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return base::ErrnoError(absl::StrCat("mkdir(", dir, ")"), errno);
+  }
+  json saved = {{"paths", paths}, {"entries", SerializeManifest(previous)}};
+  return base::WriteFileAtomic(absl::StrCat(dir, "/", artifact_id, ".json"),
+                               saved.dump(-1, ' ', false, json::error_handler_t::replace), 0600);
+}
+
+absl::Status WorkspaceState::RestoreUndoBase(const std::string& artifact_id) {
+  ABOX_RETURN_IF_ERROR(ValidateArtifactId(artifact_id));
+  std::string file = absl::StrCat(dir_, "/", kUndoBaseDir, "/", artifact_id, ".json");
+  absl::StatusOr<UndoBase> saved = ReadUndoBase(file);
+  if (absl::IsNotFound(saved.status())) {
+    return absl::OkStatus();
+  }
+  ABOX_RETURN_IF_ERROR(saved.status());
+  std::vector<std::string> removed;
+  for (const std::string& p : saved->paths) {
+    if (!saved->previous.contains(p)) {
+      removed.push_back(p);
+    }
+  }
+  ABOX_RETURN_IF_ERROR(UpdateBase(saved->previous, removed));
+  (void)::unlink(file.c_str());  // a stale one only keeps its objects a while longer
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::set<std::string>> WorkspaceState::ReferencedObjects() const {
+  std::set<std::string> out;
+  auto add = [&](const Manifest& m) {
+    for (const auto& [path, e] : m) {
+      if (e.type == EntryType::kFile) {
+        out.insert(e.sha256);
+      }
+    }
+  };
+  add(base_);
+  std::error_code ec;
+  std::filesystem::directory_iterator it(absl::StrCat(dir_, "/", kUndoBaseDir), ec);
+  if (ec == std::errc::no_such_file_or_directory) {
+    return out;  // nothing applied from this workspace yet
+  }
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (it->path().extension() != ".json") {
+      continue;
+    }
+    ABOX_ASSIGN_OR_RETURN(UndoBase saved, ReadUndoBase(it->path().string()));
+    add(saved.previous);
+  }
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("listing ", dir_, "/", kUndoBaseDir, ": ", ec.message()));
+  }
+  return out;
 }
 
 }  // namespace abox::workspace

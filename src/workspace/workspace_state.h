@@ -4,10 +4,13 @@
 //   objects/       the content of every base file (and of fetched guest files), by sha256
 //   stat-cache     the host scan's stat cache (unchanged files are not re-read)
 //   git/           the guest's .git, built from the host's repository (git_snapshot.h)
+//   undo-base/     per artifact of an apply or pull into the bound directory: the base entries
+//                  it replaced, so that an undo puts the base back
 // Not thread-safe: the daemon serializes workspace operations per sandbox.
 #pragma once
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +61,17 @@ class WorkspaceState final {
   // Replaces the base after an apply or an undo (the entries of `paths` only).
   [[nodiscard]] absl::Status UpdateBase(const Manifest& entries,
                                         const std::vector<std::string>& removed);
+
+  // Keeps the base entries of `paths` as they are now (`previous`: those of them the base
+  // has), for RestoreUndoBase when artifact `artifact_id` is undone.
+  [[nodiscard]] absl::Status SaveUndoBase(const std::string& artifact_id,
+                                          const std::vector<std::string>& paths,
+                                          const Manifest& previous);
+  // Puts back the base entries SaveUndoBase kept for `artifact_id` (OK when it kept none).
+  [[nodiscard]] absl::Status RestoreUndoBase(const std::string& artifact_id);
+  // Every object this state refers to: the base's files and those of every kept undo base.
+  // What else is in objects/ is content fetched from the guest, or garbage.
+  [[nodiscard]] absl::StatusOr<std::set<std::string>> ReferencedObjects() const;
 
  private:
   WorkspaceState() = default;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
+#include "src/api/errors.h"
 #include "src/base/fenced_remove.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
@@ -20,9 +21,6 @@ namespace {
 
 constexpr char kWorkspacesDir[] = "workspaces";
 constexpr char kArtifactsDir[] = "artifacts";
-// Per workspace: the base entries an apply replaced, by artifact, so an undo can put the base
-// back (and the next sync then leaves the agent's version in the sandbox alone).
-constexpr char kUndoBaseDir[] = "undo-base";
 
 bool IsSandboxId(absl::string_view id) {
   if (id.size() != 12) {
@@ -39,7 +37,7 @@ bool IsSandboxId(absl::string_view id) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkspaceService>> WorkspaceService::Create(
-    const std::string& home) {
+    const std::string& home, workspace::StoreBudget budget) {
   for (const char* sub : {kWorkspacesDir, kArtifactsDir}) {
     std::string dir = absl::StrCat(home, "/", sub);
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -48,11 +46,24 @@ absl::StatusOr<std::unique_ptr<WorkspaceService>> WorkspaceService::Create(
   }
   ABOX_ASSIGN_OR_RETURN(workspace::ArtifactStore artifacts,
                         workspace::ArtifactStore::Open(absl::StrCat(home, "/", kArtifactsDir)));
-  return std::unique_ptr<WorkspaceService>(new WorkspaceService(home, std::move(artifacts)));
+  return std::unique_ptr<WorkspaceService>(
+      new WorkspaceService(home, std::move(budget), std::move(artifacts)));
 }
 
-WorkspaceService::WorkspaceService(std::string home, workspace::ArtifactStore artifacts)
-    : home_(std::move(home)), artifacts_(std::move(artifacts)) {}
+WorkspaceService::WorkspaceService(std::string home, workspace::StoreBudget budget,
+                                   workspace::ArtifactStore artifacts)
+    : home_(std::move(home)), budget_(std::move(budget)), artifacts_(std::move(artifacts)) {}
+
+absl::StatusOr<workspace::GuestChanges> WorkspaceService::Fetch(
+    workspace::WorkspaceState& state, workspace::GuestTools& tools,
+    const std::vector<std::string>& paths) {
+  absl::StatusOr<workspace::GuestChanges> changes =
+      workspace::FetchGuestChanges(state, tools, paths, budget_);
+  if (!changes.ok() && workspace::IsStorageRefusal(changes.status())) {
+    return api::WithErrorCode(changes.status(), api::kInsufficientStorage);
+  }
+  return changes;
+}
 
 std::string WorkspaceService::StateDir(const std::string& sandbox_id) const {
   return absl::StrCat(home_, "/", kWorkspacesDir, "/", sandbox_id);
@@ -195,6 +206,14 @@ absl::StatusOr<workspace::SyncReport> WorkspaceService::Sync(
   ABOX_ASSIGN_OR_RETURN(auto locked, Lock(sandbox_id));
   absl::StatusOr<workspace::SyncReport> report =
       workspace::SyncIn(*locked.first->state, tools, progress);
+  if (report.ok() && report->changed) {
+    // The old base's content nothing refers to any more goes (what was fetched from the guest
+    // too: the next diff fetches what it still needs).
+    if (absl::Status s = workspace::CollectObjects(*locked.first->state, {}); !s.ok()) {
+      spdlog::warn("workspace of {}: collecting unreferenced objects failed: {}", sandbox_id,
+                   std::string(s.message()));
+    }
+  }
   RefreshInfo(*locked.first);
   return report;
 }
@@ -205,8 +224,7 @@ absl::StatusOr<DiffOutcome> WorkspaceService::Diff(const std::string& sandbox_id
                                                    const workspace::DiffOptions& options) {
   ABOX_ASSIGN_OR_RETURN(auto locked, Lock(sandbox_id));
   workspace::WorkspaceState& state = *locked.first->state;
-  ABOX_ASSIGN_OR_RETURN(workspace::GuestChanges changes,
-                        workspace::FetchGuestChanges(state, tools, paths));
+  ABOX_ASSIGN_OR_RETURN(workspace::GuestChanges changes, Fetch(state, tools, paths));
   DiffOutcome out;
   ABOX_ASSIGN_OR_RETURN(out.files, workspace::RenderDiff(state.objects(), changes, options));
   out.ignored = changes.ignored;
@@ -253,41 +271,8 @@ absl::Status AdvanceBase(workspace::WorkspaceState& state, const workspace::Appl
       removed.push_back(c.path);
     }
   }
-  std::string dir = absl::StrCat(state.dir(), "/", kUndoBaseDir);
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return base::ErrnoError(absl::StrCat("mkdir(", dir, ")"), errno);
-  }
-  nlohmann::json saved = {{"paths", touched}, {"entries", workspace::SerializeManifest(previous)}};
-  ABOX_RETURN_IF_ERROR(base::WriteFileAtomic(
-      absl::StrCat(dir, "/", result.artifact_id, ".json"),
-      saved.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), 0600));
+  ABOX_RETURN_IF_ERROR(state.SaveUndoBase(result.artifact_id, touched, previous));
   return state.UpdateBase(updated, removed);
-}
-
-// Undo of an artifact made from this workspace: its base entries go back to what they were.
-absl::Status RestoreBase(workspace::WorkspaceState& state, const std::string& artifact_id) {
-  std::string file = absl::StrCat(state.dir(), "/", kUndoBaseDir, "/", artifact_id, ".json");
-  absl::StatusOr<std::string> text = base::ReadFile(file, size_t{1} << 30);
-  if (absl::IsNotFound(text.status())) {
-    return absl::OkStatus();
-  }
-  ABOX_RETURN_IF_ERROR(text.status());
-  nlohmann::json saved = nlohmann::json::parse(*text, nullptr, false);
-  if (saved.is_discarded() || !saved.is_object() || !saved["paths"].is_array() ||
-      !saved["entries"].is_string()) {
-    return absl::DataLossError(absl::StrCat(file, " is damaged"));
-  }
-  ABOX_ASSIGN_OR_RETURN(workspace::Manifest previous,
-                        workspace::ParseManifest(saved["entries"].get<std::string>()));
-  std::vector<std::string> removed;
-  for (const nlohmann::json& p : saved["paths"]) {
-    if (p.is_string() && !previous.contains(p.get<std::string>())) {
-      removed.push_back(p.get<std::string>());
-    }
-  }
-  ABOX_RETURN_IF_ERROR(state.UpdateBase(previous, removed));
-  (void)::unlink(file.c_str());
-  return absl::OkStatus();
 }
 
 workspace::ApplyOptions OptionsOf(const std::vector<std::string>& paths, bool dry_run) {
@@ -304,8 +289,7 @@ absl::StatusOr<ApplyOutcome> WorkspaceService::Apply(const std::string& sandbox_
                                                      const ApplyRequest& request) {
   ABOX_ASSIGN_OR_RETURN(auto locked, Lock(sandbox_id));
   workspace::WorkspaceState& state = *locked.first->state;
-  ABOX_ASSIGN_OR_RETURN(workspace::GuestChanges changes,
-                        workspace::FetchGuestChanges(state, tools, request.paths));
+  ABOX_ASSIGN_OR_RETURN(workspace::GuestChanges changes, Fetch(state, tools, request.paths));
   ABOX_ASSIGN_OR_RETURN(workspace::HostTree tree,
                         workspace::HostTree::Open(state.binding().host_root));
   workspace::ApplyOptions options = OptionsOf(request.paths, request.dry_run);
@@ -337,8 +321,7 @@ absl::StatusOr<ApplyOutcome> WorkspaceService::Pull(const std::string& sandbox_i
   }
   ABOX_ASSIGN_OR_RETURN(auto locked, Lock(sandbox_id));
   workspace::WorkspaceState& state = *locked.first->state;
-  ABOX_ASSIGN_OR_RETURN(workspace::GuestChanges changes,
-                        workspace::FetchGuestChanges(state, tools, request.paths));
+  ABOX_ASSIGN_OR_RETURN(workspace::GuestChanges changes, Fetch(state, tools, request.paths));
   workspace::ApplyOptions options = OptionsOf(request.paths, false);
   options.force = request.force;
   bool into_root = request.to.empty();
@@ -375,7 +358,7 @@ absl::StatusOr<workspace::UndoResult> WorkspaceService::Undo(const std::string& 
   }
   if (Has(sandbox)) {
     if (auto locked = Lock(sandbox); locked.ok()) {
-      if (absl::Status s = RestoreBase(*locked->first->state, artifact_id); !s.ok()) {
+      if (absl::Status s = locked->first->state->RestoreUndoBase(artifact_id); !s.ok()) {
         result.notes.push_back(
             absl::StrCat("the sandbox's sync base was not restored: ", s.message()));
       }

@@ -16,7 +16,9 @@
 #include "src/workspace/apply.h"
 #include "src/workspace/artifacts.h"
 #include "src/workspace/diff_render.h"
+#include "src/workspace/guest_changes.h"
 #include "src/workspace/guest_tools.h"
+#include "src/workspace/store_budget.h"
 #include "src/workspace/sync.h"
 #include "src/workspace/workspace_state.h"
 
@@ -47,8 +49,10 @@ struct ApplyOutcome {
 
 class WorkspaceService final {
  public:
-  // `home`: $ABOX_HOME (workspaces/ and artifacts/ go there).
-  static absl::StatusOr<std::unique_ptr<WorkspaceService>> Create(const std::string& home);
+  // `home`: $ABOX_HOME (workspaces/ and artifacts/ go there). `budget`: what each sandbox's
+  // guest content may take of the host's disk (a fetch beyond it is refused with 507).
+  static absl::StatusOr<std::unique_ptr<WorkspaceService>> Create(
+      const std::string& home, workspace::StoreBudget budget = {});
 
   // After a crash: finishes or rolls back interrupted applies (see workspace::ArtifactStore).
   [[nodiscard]] absl::Status Recover();
@@ -89,13 +93,19 @@ class WorkspaceService final {
     nlohmann::json info;
   };
   static void RefreshInfo(Slot& slot);
-  WorkspaceService(std::string home, workspace::ArtifactStore artifacts);
+  WorkspaceService(std::string home, workspace::StoreBudget budget,
+                   workspace::ArtifactStore artifacts);
+  // The guest's changes within the budget (its refusal carries "insufficient_storage").
+  absl::StatusOr<workspace::GuestChanges> Fetch(workspace::WorkspaceState& state,
+                                                workspace::GuestTools& tools,
+                                                const std::vector<std::string>& paths);
   // The slot with its state loaded, locked; kNotFound when the sandbox has no workspace.
   absl::StatusOr<std::pair<std::shared_ptr<Slot>, std::unique_lock<std::mutex>>> Lock(
       const std::string& sandbox_id);
   std::string StateDir(const std::string& sandbox_id) const;
 
   std::string home_;
+  workspace::StoreBudget budget_;
   std::mutex mu_;  // guards slots_
   std::map<std::string, std::shared_ptr<Slot>> slots_;
   std::mutex artifacts_mu_;
