@@ -103,6 +103,9 @@ nlohmann::json ToJson(const ExecCreate& c) {
   if (c.sync != defaults.sync) {
     j["sync"] = c.sync;
   }
+  if (c.kill_leftovers) {
+    j["kill_leftovers"] = true;
+  }
   return j;
 }
 
@@ -127,6 +130,7 @@ absl::StatusOr<ExecCreate> DecodeExecCreate(absl::string_view body) {
   });
   r.OptionalBool("kill_on_disconnect", &c.kill_on_disconnect);
   r.OptionalBool("sync", &c.sync);
+  r.OptionalBool("kill_leftovers", &c.kill_leftovers);
   ABOX_RETURN_IF_ERROR(r.Finish());
   if (c.argv.empty() == c.shell.empty()) {
     return FieldError(c.argv.empty() ? "argv" : "shell",

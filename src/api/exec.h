@@ -29,6 +29,8 @@ struct ExecCreate {
   std::optional<std::pair<int64_t, int64_t>> pty;  // rows, cols
   bool kill_on_disconnect = false;
   bool sync = true;  // sync the bound workspace in first (no-op without one)
+  // When the command ends, every process it left running is killed (proto::ExecRequest).
+  bool kill_leftovers = false;
 
   friend bool operator==(const ExecCreate&, const ExecCreate&) = default;
 };

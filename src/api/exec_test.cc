@@ -41,6 +41,7 @@ TEST(ExecCreateTest, EncodeThenDecodeGivesTheSameRequest) {
   c.pty = std::make_pair(24, 80);
   c.kill_on_disconnect = true;
   c.sync = false;
+  c.kill_leftovers = true;
   absl::StatusOr<ExecCreate> back = DecodeExecCreate(Dump(ToJson(c)));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, c);

@@ -174,6 +174,18 @@ void Agent::HandleOpen(const proto::Frame& frame) {
   }
   Identity identity = options_.switch_user ? LookUpIdentity(request->user) : CurrentIdentity();
   SpawnSpec spec = BuildSpawnSpec(*request, identity, options_.switch_user);
+  std::unique_ptr<ExecCgroup> cgroup;
+  if (request->kill_leftovers && options_.pid1) {
+    // Only as PID 1 in the VM: elsewhere (the tests' fake VM) this would be the host's cgroups.
+    absl::StatusOr<std::unique_ptr<ExecCgroup>> made = ExecCgroup::Create();
+    if (made.ok()) {
+      cgroup = *std::move(made);
+      spec.cgroup_procs_fd = cgroup->procs_fd();
+    } else {
+      Log(absl::StrCat("stream ", id, ": no cgroup (", made.status().message(),
+                       "); its leftovers are killed by process group only"));
+    }
+  }
   absl::StatusOr<SpawnedProcess> process = Spawn(spec);
   if (!process.ok()) {
     Log(absl::StrCat("stream ", id, ": ", process.status().message()));
@@ -181,7 +193,7 @@ void Agent::HandleOpen(const proto::Frame& frame) {
     return;
   }
   streams_.emplace(id, std::make_unique<ExecStream>(id, *std::move(process), *request, send_window_,
-                                                    max_payload_));
+                                                    max_payload_, std::move(cgroup)));
 }
 
 absl::Status Agent::HandleTunnelFrame(const proto::Frame& frame) {

@@ -35,6 +35,7 @@ enum ChildStep : int {
   kStepUid,
   kStepCwd,
   kStepExec,
+  kStepCgroup,
 };
 
 struct ChildReport {
@@ -60,6 +61,7 @@ struct ChildPlan {
   const gid_t* groups = nullptr;
   size_t n_groups = 0;
   int report_fd = -1;
+  int cgroup_procs_fd = -1;  // the child joins this cgroup (writes "0") while still root
   // Signals the agent ignores: SIG_IGN survives execve, so the child resets these. (Handled
   // signals fall back to SIG_DFL on exec by themselves.)
   int ignored[NSIG] = {};
@@ -126,6 +128,9 @@ bool IsPathLookupMiss(int err) {
     if (::dup2(p.stdio[i], i) < 0) {
       ChildFail(p, kStepDup, errno, kExitCannotRun);
     }
+  }
+  if (p.cgroup_procs_fd >= 0 && ::write(p.cgroup_procs_fd, "0", 1) != 1) {
+    ChildFail(p, kStepCgroup, errno, kExitCannotRun);
   }
   if (p.switch_user) {
     // Raw syscalls: they change only this (the only) thread, with no libc bookkeeping.
@@ -215,6 +220,8 @@ std::string ErrorText(const ChildReport& r, const SpawnSpec& spec) {
       return absl::StrCat("setsid: ", why);
     case kStepCtty:
       return absl::StrCat("ioctl(TIOCSCTTY): ", why);
+    case kStepCgroup:
+      return absl::StrCat("joining the command's cgroup: ", why);
     case kStepGroups:
     case kStepGid:
     case kStepUid:
@@ -427,6 +434,7 @@ absl::StatusOr<SpawnedProcess> Spawn(const SpawnSpec& spec) {
     plan.n_groups = groups.size();
   }
   plan.report_fd = report.write.get();
+  plan.cgroup_procs_fd = spec.cgroup_procs_fd;
 
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction current {};

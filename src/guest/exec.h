@@ -39,6 +39,7 @@ struct SpawnSpec {
   std::optional<Identity> switch_to;  // set: setgroups/setgid/setuid in the child (needs root)
   bool stdin_pipe = false;            // stdin from a pipe; otherwise /dev/null (or the PTY)
   std::optional<proto::PtySize> pty;  // stdin/stdout/stderr on a new PTY
+  int cgroup_procs_fd = -1;           // >= 0: the child joins that cgroup first (ExecCgroup)
 };
 
 // The base environment (PATH, HOME, USER, LOGNAME, SHELL, LANG, the proxy variables, TERM with a

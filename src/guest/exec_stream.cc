@@ -17,12 +17,15 @@
 namespace abox::guest {
 
 ExecStream::ExecStream(uint32_t id, SpawnedProcess process, const proto::ExecRequest& request,
-                       uint32_t send_window, uint32_t max_payload)
+                       uint32_t send_window, uint32_t max_payload,
+                       std::unique_ptr<ExecCgroup> cgroup)
     : id_(id),
       pid_(process.pid),
       max_payload_(std::min(max_payload, proto::kMaxPayload)),
       stdin_open_(request.stdin_open),
       pty_(request.pty.has_value()),
+      kill_leftovers_(request.kill_leftovers),
+      cgroup_(std::move(cgroup)),
       pidfd_(std::move(process.pidfd)),
       outputs_{{std::move(process.stdout_fd), proto::FrameType::kStdout},
                {std::move(process.stderr_fd), proto::FrameType::kStderr}},
@@ -228,10 +231,22 @@ void ExecStream::OnResize(const proto::PtySize& size) {
   }
 }
 
+void ExecStream::KillAll() {
+  ::kill(-pid_, SIGKILL);
+  if (cgroup_) {
+    cgroup_->Kill();
+  }
+}
+
 void ExecStream::Reaped(const base::ExitStatus& status, Clock::time_point now) {
   status_ = status;
   ended_ = now;
   pidfd_.reset();
+  if (kill_leftovers_) {
+    // Background jobs and daemons the command left (setsid ones too, with a cgroup) end with it;
+    // their output is not waited for.
+    KillAll();
+  }
   grace_end_ = now + kDrainGrace;
   for (Output& out : outputs_) {
     int queued = 0;
@@ -264,7 +279,7 @@ void ExecStream::OnTimer(Clock::time_point now, FrameSink& sink) {
   }
   if (!status_ && timeout_at_ && now >= *timeout_at_ && !timed_out_) {
     timed_out_ = true;
-    ::kill(-pid_, SIGKILL);
+    KillAll();
   }
   MaybeFinish(now, sink);
 }
@@ -301,7 +316,7 @@ void ExecStream::MaybeFinish(Clock::time_point now, FrameSink& sink) {
 
 base::UniqueFd ExecStream::Abort() {
   if (!exit_sent_) {
-    ::kill(-pid_, SIGKILL);
+    KillAll();
   }
   outputs_[0].fd.reset();
   outputs_[1].fd.reset();

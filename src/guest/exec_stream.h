@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "src/base/child_process.h"
 #include "src/guest/exec.h"
+#include "src/guest/exec_cgroup.h"
 #include "src/proto/frame.h"
 #include "src/proto/messages.h"
 
@@ -44,8 +46,10 @@ class ExecStream final {
   // Poll slots of a stream, see PollFor / OnPollReady.
   enum Slot { kStdoutSlot = 0, kStderrSlot = 1, kStdinSlot = 2, kProcessSlot = 3, kSlots = 4 };
 
+  // `cgroup`: the one the process joined (kill_leftovers in a VM), else null.
   ExecStream(uint32_t id, SpawnedProcess process, const proto::ExecRequest& request,
-             uint32_t send_window, uint32_t max_payload);
+             uint32_t send_window, uint32_t max_payload,
+             std::unique_ptr<ExecCgroup> cgroup = nullptr);
   ExecStream(const ExecStream&) = delete;
   ExecStream& operator=(const ExecStream&) = delete;
   ~ExecStream();
@@ -90,6 +94,8 @@ class ExecStream final {
   void WriteStdin(FrameSink& sink);
   void CloseStdin();
   void Reaped(const base::ExitStatus& status, Clock::time_point now);
+  // SIGKILLs the process group and, with a cgroup, everything in it.
+  void KillAll();
   void MaybeFinish(Clock::time_point now, FrameSink& sink);
 
   const uint32_t id_;
@@ -97,6 +103,8 @@ class ExecStream final {
   const uint32_t max_payload_;
   const bool stdin_open_;
   const bool pty_;
+  const bool kill_leftovers_;
+  std::unique_ptr<ExecCgroup> cgroup_;
   base::UniqueFd pidfd_;
   Output outputs_[2];
   base::UniqueFd stdin_fd_;

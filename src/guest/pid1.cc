@@ -155,6 +155,13 @@ absl::Status SetUpSystem() {
     note(MountOne(m));
   }
   note(LinkDevFiles());
+  // cgroup v2, for commands whose leftovers must die with them (ExecCgroup). Optional: without
+  // it they are killed by process group only, so a failure is logged, not fatal.
+  if (absl::Status s = MountOne({"cgroup2", "/sys/fs/cgroup", "cgroup2",
+                                 MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr, 0555});
+      !s.ok()) {
+    Log(absl::StrCat("setup: ", s.message(), " (commands' leftovers are killed by process group)"));
+  }
   if (::sethostname(kHostname, std::strlen(kHostname)) != 0) {
     note(base::ErrnoError("sethostname"));
   }

@@ -175,6 +175,9 @@ std::string EncodeExecRequest(const ExecRequest& r) {
   if (r.pty) {
     j["pty"] = {{"rows", r.pty->rows}, {"cols", r.pty->cols}};
   }
+  if (r.kill_leftovers) {
+    j["kill_leftovers"] = true;
+  }
   return Dump(j);
 }
 
@@ -195,8 +198,8 @@ static absl::StatusOr<PtySize> DecodePtySize(const nlohmann::json& j, absl::stri
 absl::StatusOr<ExecRequest> DecodeExecRequest(absl::string_view payload) {
   constexpr absl::string_view kWhat = "exec request";
   ABOX_ASSIGN_OR_RETURN(json j, ParseObject(payload, kWhat));
-  static const char* const kKnown[] = {"argv", "shell",      "env",   "cwd",
-                                       "user", "timeout_ms", "stdin", "pty"};
+  static const char* const kKnown[] = {"argv",       "shell", "env", "cwd",           "user",
+                                       "timeout_ms", "stdin", "pty", "kill_leftovers"};
   ABOX_RETURN_IF_ERROR(CheckKnownFields(j, kKnown, kWhat));
   ExecRequest r;
   auto argv = j.find("argv");
@@ -245,6 +248,7 @@ absl::StatusOr<ExecRequest> DecodeExecRequest(absl::string_view payload) {
   }
   ABOX_RETURN_IF_ERROR(GetUint(j, "timeout_ms", 366ULL * 24 * 3600 * 1000, &r.timeout_ms, kWhat));
   ABOX_RETURN_IF_ERROR(GetBool(j, "stdin", &r.stdin_open, kWhat));
+  ABOX_RETURN_IF_ERROR(GetBool(j, "kill_leftovers", &r.kill_leftovers, kWhat));
   if (auto pty = j.find("pty"); pty != j.end()) {
     ABOX_ASSIGN_OR_RETURN(r.pty, DecodePtySize(*pty, kWhat));
   }

@@ -41,6 +41,9 @@ struct ExecRequest {
   uint64_t timeout_ms = 0;                 // 0: none; on expiry the whole process group is killed
   bool stdin_open = false;                 // host will stream stdin; otherwise stdin is /dev/null
   std::optional<PtySize> pty;              // allocate a PTY (stdout carries the merged output)
+  // When the command's main process ends, every process it left (background jobs, daemons that
+  // called setsid) is killed: the agent runs it in a cgroup of its own when it can.
+  bool kill_leftovers = false;
 };
 std::string EncodeExecRequest(const ExecRequest& r);
 [[nodiscard]] absl::StatusOr<ExecRequest> DecodeExecRequest(absl::string_view payload);

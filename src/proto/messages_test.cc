@@ -14,6 +14,7 @@ TEST(MessagesTest, ExecRequestRoundTrip) {
   r.timeout_ms = 1500;
   r.stdin_open = true;
   r.pty = PtySize{40, 120};
+  r.kill_leftovers = true;
   auto d = DecodeExecRequest(EncodeExecRequest(r));
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->argv, r.argv);
@@ -26,6 +27,7 @@ TEST(MessagesTest, ExecRequestRoundTrip) {
   ASSERT_TRUE(d->pty.has_value());
   EXPECT_EQ(d->pty->rows, 40);
   EXPECT_EQ(d->pty->cols, 120);
+  EXPECT_TRUE(d->kill_leftovers);
 
   ExecRequest s;
   s.shell = "echo $HOME";
@@ -33,6 +35,8 @@ TEST(MessagesTest, ExecRequestRoundTrip) {
   ASSERT_TRUE(ds.ok());
   EXPECT_EQ(ds->shell, "echo $HOME");
   EXPECT_TRUE(ds->argv.empty());
+  EXPECT_FALSE(ds->kill_leftovers);
+  EXPECT_EQ(EncodeExecRequest(s).find("kill_leftovers"), std::string::npos);
 }
 
 TEST(MessagesTest, ExecRequestRejectsBadInput) {
@@ -41,7 +45,8 @@ TEST(MessagesTest, ExecRequestRejectsBadInput) {
         "{\"argv\":[\"a\"],\"shell\":\"b\"}", "{}", "{\"argv\":[\"a\"],\"env\":{\"A=B\":\"c\"}}",
         "{\"argv\":[\"a\"],\"env\":{\"A\":1}}", "{\"argv\":[\"a\"],\"user\":\"mallory\"}",
         "{\"argv\":[\"a\"],\"timeout_ms\":-1}", "{\"argv\":[\"a\"],\"unknown\":1}",
-        "{\"argv\":[\"a\"],\"pty\":{\"rows\":99999}}", "{\"argv\":[\"a\\u0000b\"]}"}) {
+        "{\"argv\":[\"a\"],\"pty\":{\"rows\":99999}}", "{\"argv\":[\"a\\u0000b\"]}",
+        "{\"argv\":[\"a\"],\"kill_leftovers\":1}"}) {
     EXPECT_FALSE(DecodeExecRequest(bad).ok()) << bad;
   }
 }

@@ -267,13 +267,24 @@ TEST_F(EgressE2eTest, ModeNoneHasNoTunnelsAndSetupGetsAWiderPolicyFirst) {
   // Setup fetches with the wider policy; afterwards the same fetch is refused.
   std::string fetch =
       absl::StrCat("curl -sfk --max-time 20 -o /tmp/setup.out ", HttpsUrl(kAllowed));
+  // It also leaves a background job and a daemon that left its session (setsid): neither may
+  // outlive setup (the agent runs setup commands in a cgroup and kills it as each ends).
   AboxResult setup =
-      Abox({"create", "--setup", fetch, "--setup-allow", absl::StrCat(kAllowed, ":", tls_port_)});
+      Abox({"create", "--setup", fetch, "--setup",
+            "sleep 4241 & setsid sleep 4242 </dev/null >/dev/null 2>&1 & "
+            "setsid sh -c 'setsid sleep 4243 & sleep 1' </dev/null >/dev/null 2>&1 &",
+            "--setup-allow", absl::StrCat(kAllowed, ":", tls_port_)});
   ASSERT_EQ(setup.exit_code, 0) << setup.err;
   std::string sid(absl::StripAsciiWhitespace(setup.out));
   EXPECT_THAT(Guest(sid, "test -s /tmp/setup.out"), HasSubstr("exit=0"));
   EXPECT_THAT(Guest(sid, absl::StrCat("curl -sk --max-time 20 ", HttpsUrl(kAllowed))),
               Not(HasSubstr("exit=0")));
+  // Every process's command line: none is one of setup's sleeps.
+  std::string left = Guest(sid,
+                           "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null; "
+                           "echo; done | grep -c '^sleep 424'",
+                           /*root=*/true);
+  EXPECT_THAT(left, HasSubstr("0\nexit=1")) << "setup's processes outlived it: " << left;
 }
 
 }  // namespace

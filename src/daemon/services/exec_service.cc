@@ -39,6 +39,7 @@ absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Launch(const std::string&
   wire.user = request.user;
   wire.timeout_ms = static_cast<uint64_t>(request.timeout_ms);
   wire.stdin_open = request.stdin_open;
+  wire.kill_leftovers = request.kill_leftovers;
   if (request.pty) {
     wire.pty = proto::PtySize{static_cast<uint16_t>(request.pty->first),
                               static_cast<uint16_t>(request.pty->second)};

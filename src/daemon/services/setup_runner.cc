@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "src/base/status_macros.h"
 
@@ -37,29 +36,6 @@ std::string OutputTail(store::ExecRepo& execs, const std::string& exec_id) {
     tail.erase(0, tail.size() - 2048);
   }
   return tail;
-}
-
-std::string SetupShell(absl::string_view command) {
-  // The command runs in a child shell; then every process left in the exec's process group
-  // (background jobs the command started: `sleep 1000 &`, a daemon that did not setsid) is
-  // killed before the exec ends, so nothing setup started runs on under the narrowed policy.
-  // The group is read from /proc/<pid>/stat (field 5, after the last ") " of the comm) with
-  // shell builtins only: no fork lands in the group while it is read. A process that left the
-  // group (setsid) or a guest root that tampers with this is not stopped by it: the tunnels
-  // are reset regardless (EgressService::Narrow).
-  std::string quoted = absl::StrReplaceAll(command, {{"'", "'\\''"}});
-  return absl::StrCat("sh -c '", quoted, "'\n", R"sh(abox_rc=$?
-for abox_pass in 1 2; do
-  for abox_p in /proc/[0-9]*; do
-    abox_pid=${abox_p#/proc/}
-    [ "$abox_pid" = "$$" ] && continue
-    read -r abox_s < "$abox_p/stat" 2>/dev/null || continue
-    abox_s=${abox_s##*) }
-    set -- $abox_s
-    [ "$3" = "$$" ] && kill -KILL "$abox_pid" 2>/dev/null
-  done
-done
-exit $abox_rc)sh");
 }
 
 }  // namespace
@@ -104,8 +80,12 @@ absl::Status SetupRunner::RunCommands(const std::string& id, runtime::Sandbox& s
       return timed_out(command, "");
     }
     api::ExecCreate exec;
-    exec.shell = SetupShell(command);
+    exec.shell = command;
     exec.user = "agent";
+    // Whatever the command leaves running (`sleep 1000 &`, a daemon that called setsid) is
+    // killed as it ends, so nothing setup started runs on under the narrowed policy: in the VM
+    // the agent runs it in a cgroup of its own and kills that (docs/protocol.md).
+    exec.kill_leftovers = true;
     exec.sync = false;
     // The agent kills the command's process group at the deadline, and the host holds it even
     // when the agent does not (AgentClient::Options::timeout_grace).

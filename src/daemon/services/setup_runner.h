@@ -22,8 +22,8 @@ class SetupRunner final {
   // `rules` widen the egress policy while each command runs; the first command that fails
   // ends it with an error naming it, its exit and the tail of its output. The policy is
   // narrowed again either way, and then every tunnel still open (opened under the wider
-  // policy) is reset. What a command leaves running in its process group is killed as the
-  // command ends (SetupShell).
+  // policy) is reset. What a command leaves running (in its process group or, in a VM, in its
+  // cgroup: setsid'd daemons too) is killed as the command ends (kill_leftovers).
   [[nodiscard]] absl::Status Run(const std::string& id, runtime::Sandbox& sandbox,
                                  const api::SetupSpec& setup, std::vector<net::Rule> rules);
 
