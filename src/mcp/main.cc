@@ -39,7 +39,8 @@ int Main(int argc, char** argv) {
   app.add_flag("--allow-remove-any", options.allow_remove_any,
                "sandbox_remove may remove sandboxes this abox-mcp did not create");
   app.add_option("--socket", socket,
-                 "aboxd's socket (default: $ABOX_SOCKET, else $XDG_RUNTIME_DIR/abox/aboxd.sock)");
+                 "aboxd's socket (default as abox finds it: $ABOX_SOCKET, else "
+                 "$XDG_RUNTIME_DIR/abox/aboxd.sock, else $ABOX_HOME/run/aboxd.sock)");
   CLI11_PARSE(app, argc, argv);
 
   ::signal(SIGPIPE, SIG_IGN);  // a client that went away is seen as EOF / a failed write

@@ -313,14 +313,20 @@ void Server::ReapFinished() {
 
 void Server::Shutdown() {
   std::list<std::thread> workers;
+  std::vector<std::shared_ptr<CallContext>> calls;
   {
     std::lock_guard<std::mutex> lock(mu_);
     shut_down_ = true;
     for (auto& [key, call] : calls_) {
-      call->Cancel();
+      calls.push_back(call);
     }
     workers.swap(workers_);
     finished_.clear();
+  }
+  // Outside mu_: a cancel hook may wait on aboxd (signalling a command), and finishing workers
+  // take mu_.
+  for (const auto& call : calls) {
+    call->Cancel();
   }
   for (std::thread& t : workers) {
     t.join();
