@@ -75,6 +75,11 @@ class ToolEnv final {
 [[nodiscard]] absl::StatusOr<client::ApiResponse> ApiDelete(ToolEnv& env, CallContext& ctx,
                                                             absl::string_view target);
 
+// The sandbox's full id from its id, name or prefix (GET /v1/sandboxes/{id}): the person's
+// commands and the ownership check name it so.
+[[nodiscard]] absl::StatusOr<std::string> SandboxId(ToolEnv& env, CallContext& ctx,
+                                                    const std::string& asked);
+
 // Sends progress once a second while it lives (for calls that wait on aboxd).
 class ProgressTicker final {
  public:

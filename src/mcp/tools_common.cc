@@ -1,6 +1,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/api/sandbox.h"
+#include "src/client/answers.h"
+#include "src/client/api_paths.h"
 #include "src/mcp/text.h"
 #include "src/mcp/tools.h"
 
@@ -72,6 +75,19 @@ absl::StatusOr<client::ApiResponse> ApiPost(ToolEnv& env, CallContext& ctx,
 absl::StatusOr<client::ApiResponse> ApiDelete(ToolEnv& env, CallContext& ctx,
                                               absl::string_view target) {
   return Exchange(env, ctx, [&](client::ApiClient& api) { return api.Delete(target); });
+}
+
+absl::StatusOr<std::string> SandboxId(ToolEnv& env, CallContext& ctx, const std::string& asked) {
+  absl::StatusOr<client::ApiResponse> r = ApiGet(env, ctx, client::SandboxPath(asked));
+  if (!r.ok()) {
+    return r.status();
+  }
+  absl::StatusOr<api::Sandbox> s =
+      client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}", api::DecodeSandbox);
+  if (!s.ok()) {
+    return s.status();
+  }
+  return s->id;
 }
 
 ProgressTicker::ProgressTicker(CallContext& ctx, std::string message) {

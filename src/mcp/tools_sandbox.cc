@@ -143,29 +143,23 @@ absl::StatusOr<nlohmann::json> Stop(ToolEnv& env, const nlohmann::json& args, Ca
 }
 
 absl::StatusOr<nlohmann::json> Remove(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
-  std::string asked = StringArg(args, "sandbox");
-  absl::StatusOr<client::ApiResponse> r = ApiGet(env, ctx, client::SandboxPath(asked));
-  if (!r.ok()) {
-    return r.status();
+  absl::StatusOr<std::string> id = SandboxId(env, ctx, StringArg(args, "sandbox"));
+  if (!id.ok()) {
+    return id.status();
   }
-  absl::StatusOr<api::Sandbox> sandbox =
-      client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}", api::DecodeSandbox);
-  if (!sandbox.ok()) {
-    return sandbox.status();
-  }
-  if (!env.Owns(sandbox->id) && !env.options().allow_remove_any) {
+  if (!env.Owns(*id) && !env.options().allow_remove_any) {
     return absl::PermissionDeniedError(
-        absl::StrCat("sandbox ", sandbox->id,
+        absl::StrCat("sandbox ", *id,
                      " was not created by this abox-mcp session, so only the "
                      "person removes it: `abox rm ",
-                     sandbox->id, "`"));
+                     *id, "`"));
   }
   absl::StatusOr<client::ApiResponse> removed =
-      ApiDelete(env, ctx, client::WithQuery(client::SandboxPath(sandbox->id), {{"force", "true"}}));
+      ApiDelete(env, ctx, client::WithQuery(client::SandboxPath(*id), {{"force", "true"}}));
   if (!removed.ok()) {
     return removed.status();
   }
-  return nlohmann::json{{"removed", sandbox->id}};
+  return nlohmann::json{{"removed", *id}};
 }
 
 }  // namespace

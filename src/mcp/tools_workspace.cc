@@ -5,8 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/api/egress.h"
-#include "src/api/sandbox.h"
-#include "src/client/answers.h"
 #include "src/client/api_paths.h"
 #include "src/mcp/json_rpc.h"
 #include "src/mcp/tool_args.h"
@@ -25,20 +23,6 @@ absl::StatusOr<nlohmann::json> JsonOf(const absl::StatusOr<client::ApiResponse>&
     return absl::InternalError("aboxd's answer is not a JSON object");
   }
   return r->json;
-}
-
-// The sandbox's full id (the person's commands name it).
-absl::StatusOr<std::string> SandboxId(ToolEnv& env, CallContext& ctx, const std::string& asked) {
-  absl::StatusOr<client::ApiResponse> r = ApiGet(env, ctx, client::SandboxPath(asked));
-  if (!r.ok()) {
-    return r.status();
-  }
-  absl::StatusOr<api::Sandbox> s =
-      client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}", api::DecodeSandbox);
-  if (!s.ok()) {
-    return s.status();
-  }
-  return s->id;
 }
 
 absl::StatusOr<nlohmann::json> Sync(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
