@@ -189,6 +189,18 @@ test("diffs the sandbox's changes; applying is the person's", async () => {
   assert.equal(stat.structuredContent.files.find((f) => f.path === "src/new.txt").patch,
                undefined);
 
+  // A change on the host reaches the sandbox with a sync.
+  fs.writeFileSync(path.join(project, "later.txt"), "written on the host later\n");
+  const sync = await call("workspace_sync", { sandbox });
+  assert.equal(sync.isError, false, JSON.stringify(sync));
+  assert.equal(sync.structuredContent.changed, true);
+  assert.ok(fs.existsSync(path.join(guest, "later.txt")));
+
+  const log = await call("egress_log", { sandbox, limit: 10 });
+  assert.equal(log.isError, false, JSON.stringify(log));
+  assert.ok(Array.isArray(log.structuredContent.connections));
+  assert.ok(Array.isArray(log.structuredContent.dns));
+
   const apply = await call("apply_changes", { sandbox });
   assert.equal(apply.isError, true);
   assert.match(apply.content[0].text, new RegExp(`abox apply ${sandbox}`));
@@ -285,6 +297,12 @@ test("closing the session kills its background commands", async () => {
   // With the person's flag it may.
   ({ t: transport, c: client } = connect(["--allow-remove-any"]));
   await client.connect(transport);
+  const stopped = await call("sandbox_stop", { sandbox });
+  assert.equal(stopped.isError, false, JSON.stringify(stopped));
+  assert.equal(stopped.structuredContent.state, "stopped");
+  const inspected = await call("sandbox_inspect", { sandbox });
+  assert.equal(inspected.structuredContent.state, "stopped");
+  assert.equal(inspected.structuredContent.created_here, false);
   const removed = await call("sandbox_remove", { sandbox });
   assert.equal(removed.isError, false, JSON.stringify(removed));
   assert.equal(removed.structuredContent.removed, sandbox);
