@@ -99,6 +99,16 @@ ExecRead ExecSession::Read(int64_t cursor, size_t max_bytes) {
     }
     size_t from = static_cast<size_t>(at - p.offset);
     size_t n = std::min(p.data.size() - from, max_bytes - taken);
+    // A cut inside the piece ends before a UTF-8 continuation byte, so that a character is
+    // not split between two reads (unless the budget is smaller than one).
+    size_t whole = n;
+    while (from + n < p.data.size() && n > 0 &&
+           (static_cast<unsigned char>(p.data[from + n]) & 0xC0) == 0x80) {
+      --n;
+    }
+    if (n == 0) {
+      n = whole;
+    }
     (p.stderr_stream ? err_bytes : out_bytes).append(p.data, from, n);
     taken += n;
     at += static_cast<int64_t>(n);

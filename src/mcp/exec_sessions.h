@@ -79,6 +79,11 @@ class ExecSession final {
   // Stops following the output: aboxd kills the command when its last reader leaves.
   void Detach();
 
+  // What the reader thread records (public for tests): output as it arrives, and the end, with
+  // the ended exec or why the stream ended without it.
+  void Append(bool stderr_stream, std::string data);
+  void Finish(std::optional<api::Exec> exec, std::string error);
+
  private:
   friend class ExecSessions;
   struct Piece {
@@ -87,8 +92,6 @@ class ExecSession final {
     std::string data;
   };
   void StartReader(std::string exec_path);
-  void Append(bool stderr_stream, std::string data);
-  void Finish(std::optional<api::Exec> exec, std::string error);
 
   std::string sandbox_id_;
   std::string exec_id_;

@@ -272,6 +272,12 @@ void Server::StartCall(const Incoming& in) {
   if (shut_down_) {
     return;
   }
+  if (calls_.size() >= kMaxCallsInFlight) {
+    Send(ErrorMessage(in.id, kInternalError,
+                      absl::StrCat("Internal error: ", kMaxCallsInFlight,
+                                   " tool calls are already running; wait for one to end")));
+    return;
+  }
   if (calls_.count(key) != 0) {
     Send(ErrorMessage(in.id, kInvalidRequest, "Invalid Request: this id is already in use"));
     return;

@@ -88,6 +88,9 @@ struct ServerInfo {
   std::string instructions;
 };
 
+// Tool calls running at once at most (each has a thread); more are refused with an error.
+inline constexpr size_t kMaxCallsInFlight = 32;
+
 // Protocol revisions this server speaks, newest first.
 inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18"};
 

@@ -233,6 +233,18 @@ TEST_F(ServerTest, PingIsAnsweredWhileACallIsBlocked) {
   EXPECT_EQ(sent_.AwaitId(1)["result"]["structuredContent"]["done"], true);
 }
 
+TEST_F(ServerTest, RefusesCallsBeyondTheCapWhileTheOthersRun) {
+  for (int id = 1; id <= static_cast<int>(kMaxCallsInFlight); ++id) {
+    Request(id, "tools/call", {{"name", "block"}});
+  }
+  Request(100, "tools/call", {{"name", "block"}});
+  EXPECT_EQ(AnsweredAtOnce(100)["error"]["code"], kInternalError);
+  gate_.Open();
+  for (int id = 1; id <= static_cast<int>(kMaxCallsInFlight); ++id) {
+    EXPECT_EQ(sent_.AwaitId(id)["result"]["structuredContent"]["done"], true) << id;
+  }
+}
+
 TEST_F(ServerTest, CancelStopsTheCallWhichThenGetsNoAnswer) {
   Request(1, "tools/call", {{"name", "block"}});
   WaitUntilBlocked();
