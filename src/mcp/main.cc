@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -54,6 +55,8 @@ int Main(int argc, char** argv) {
   }
   std::error_code ec;
   options.start_dir = std::filesystem::current_path(ec).string();
+  const char* home = std::getenv("HOME");  // NOLINT(concurrency-mt-unsafe): no threads yet
+  options.home_dir = home != nullptr ? home : "";
 
   DaemonConnection daemon(*daemon_options);
   ExecSessions sessions(daemon);

@@ -48,8 +48,16 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
   const std::string& start = env.options().start_dir;
   auto ws = args.find("workspace");
   std::string path;
+  std::string note;
   if (ws == args.end() || (ws->is_boolean() && ws->get<bool>())) {
-    path = start == "/" ? "" : start;  // never the whole host by default
+    // Never the whole host or the person's home by default: only a project directory.
+    if (start == "/" || start == env.options().home_dir) {
+      note = absl::StrCat("no workspace bound: abox-mcp runs in ", start,
+                          ", which is not a project directory; pass workspace: PATH to copy "
+                          "one in");
+    } else {
+      path = start;
+    }
   } else if (ws->is_string()) {
     path = std::filesystem::path(start) / ws->get<std::string>();  // absolute stays absolute
   }
@@ -77,11 +85,10 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
     egress.allow = allow;
     create.egress = egress;
   }
-  absl::StatusOr<client::ApiResponse> r;
-  {
-    ProgressTicker ticker(ctx, "creating sandbox");
-    r = ApiPost(env, ctx, "/v1/sandboxes", api::ToJson(create));
-  }
+  // wait=false, then poll: the sandbox's id is known at once, so a cancelled create removes
+  // what it started instead of leaving it booting.
+  absl::StatusOr<client::ApiResponse> r = ApiPost(
+      env, ctx, client::WithQuery("/v1/sandboxes", {{"wait", "false"}}), api::ToJson(create));
   if (!r.ok()) {
     return r.status();
   }
@@ -90,8 +97,44 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
   if (!sandbox.ok()) {
     return sandbox.status();
   }
-  env.AddOwned(sandbox->id);
-  return SandboxJson(env, *r, "POST /v1/sandboxes");
+  std::string id = sandbox->id;
+  env.AddOwned(id);
+  absl::Time start_time = absl::Now();
+  absl::Time last_progress = start_time;
+  while (sandbox->state == "creating") {
+    if (ctx.cancelled()) {
+      // A fresh context: this call's is cancelled, and so would be its requests.
+      CallContext cleanup(nullptr, nullptr);
+      (void)ApiDelete(env, cleanup,
+                      client::WithQuery(client::SandboxPath(id), {{"force", "true"}}));
+      return absl::CancelledError(absl::StrCat("cancelled: sandbox ", id, " was removed"));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+    if (absl::Now() - last_progress >= absl::Seconds(1)) {
+      last_progress = absl::Now();
+      ctx.Progress(absl::ToDoubleSeconds(last_progress - start_time),
+                   absl::StrCat("creating sandbox ", id, " (", sandbox->state, ")"));
+    }
+    r = ApiGet(env, ctx, client::SandboxPath(id));
+    if (!r.ok()) {
+      return r.status();
+    }
+    sandbox = client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}", api::DecodeSandbox);
+    if (!sandbox.ok()) {
+      return sandbox.status();
+    }
+  }
+  if (sandbox->state != "ready") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sandbox ", id, " did not become ready: it is ", sandbox->state,
+                     sandbox->failure.empty() ? "" : absl::StrCat(" (", sandbox->failure, ")"),
+                     ". sandbox_inspect shows it; sandbox_remove removes it"));
+  }
+  absl::StatusOr<nlohmann::json> out = SandboxJson(env, *r, "GET /v1/sandboxes/{id}");
+  if (out.ok() && !note.empty()) {
+    (*out)["workspace_note"] = note;
+  }
+  return out;
 }
 
 absl::StatusOr<nlohmann::json> List(ToolEnv& env, CallContext& ctx) {

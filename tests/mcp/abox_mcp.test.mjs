@@ -36,8 +36,9 @@ let client;
 let transport;
 let sandbox;
 
-function connect(args = []) {
-  const t = new StdioClientTransport({ command: ABOX_MCP, args, env, cwd: project,
+function connect(args = [], extraEnv = {}) {
+  const t = new StdioClientTransport({ command: ABOX_MCP, args, env: { ...env, ...extraEnv },
+                                       cwd: project,
                                        stderr: "inherit" });
   const c = new Client({ name: "abox-mcp-sdk-test", version: "1.0.0" });
   return { t, c };
@@ -308,6 +309,18 @@ test("closing the session kills its background commands", async () => {
   assert.equal(removed.structuredContent.removed, sandbox);
   const list = await call("sandbox_list", {});
   assert.ok(!list.structuredContent.sandboxes.some((s) => s.id === sandbox));
+});
+
+test("started in the person's home, a sandbox gets no workspace by default", async () => {
+  await client.close();
+  ({ t: transport, c: client } = connect([], { HOME: project }));
+  await client.connect(transport);
+  const r = await call("sandbox_create", { name: "nohome" });
+  assert.equal(r.isError, false, JSON.stringify(r));
+  assert.match(r.structuredContent.workspace_note, /not a project directory/);
+  assert.ok(!r.structuredContent.workspace, JSON.stringify(r.structuredContent));
+  const removed = await call("sandbox_remove", { sandbox: "nohome" });
+  assert.equal(removed.structuredContent.removed, r.structuredContent.id);
 });
 
 test("unknown flags are refused", async () => {
