@@ -219,7 +219,7 @@ std::vector<Tool> SandboxTools(ToolEnv& env) {
       ObjectSchema({
           {"image",
            Prop("string", "Guest image (default \"default\"); `abox image ls` lists them.")},
-          {"name", Prop("string", "A name to refer to it by (letters, digits, - and _).")},
+          {"name", Prop("string", "A name to refer to it by (letters, digits, _ . and -).")},
           {"cpus", IntProp("vCPUs (default 1).", 1, 64)},
           {"memory_mib", IntProp("Memory in MiB (default 1024).", 128, 262144)},
           {"ttl_seconds", IntProp("Stop it after this long (default: never).", 0, 604800)},

@@ -323,6 +323,17 @@ test("started in the person's home, a sandbox gets no workspace by default", asy
   assert.equal(removed.structuredContent.removed, r.structuredContent.id);
 });
 
+test("--socket names aboxd's socket", async () => {
+  await client.close();
+  ({ t: transport, c: client } = connect(["--socket", socket],
+                                         { ABOX_SOCKET: path.join(tmp, "elsewhere.sock") }));
+  await client.connect(transport);
+  const list = await call("sandbox_list", {});
+  assert.equal(list.isError, false, JSON.stringify(list));
+  // $ABOX_SOCKET was not used: no daemon was started there.
+  assert.equal(fs.existsSync(path.join(tmp, "elsewhere.sock")), false);
+});
+
 test("unknown flags are refused", async () => {
   const { spawnSync } = await import("node:child_process");
   const r = spawnSync(ABOX_MCP, ["--allow-everything"], { env, input: "" });
