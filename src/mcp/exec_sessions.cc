@@ -229,6 +229,7 @@ absl::StatusOr<std::shared_ptr<ExecSession>> ExecSessions::Start(const std::stri
   if (create.stdin_open && (!stdin_bytes.empty() || close_stdin)) {
     absl::Status written = WriteStdin(*session, stdin_bytes, close_stdin);
     if (!written.ok()) {
+      (void)Signal(*session, "KILL");  // it would wait for input that never comes
       return written;
     }
   }
