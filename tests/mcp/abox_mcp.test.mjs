@@ -280,6 +280,19 @@ test("errors say what to do next", async () => {
   await assert.rejects(call("no_such_tool", {}), /-32602|unknown tool/);
 });
 
+test("with the person's flags, apply and egress changes are made", async () => {
+  await client.close();
+  ({ t: transport, c: client } = connect(["--allow-apply", "--allow-egress-changes"]));
+  await client.connect(transport);
+  const applied = await call("apply_changes", { sandbox });
+  assert.equal(applied.isError, false, JSON.stringify(applied));
+  assert.equal(fs.readFileSync(path.join(project, "src", "new.txt"), "utf8"),
+               "made in the sandbox\n");
+  const granted = await call("egress_request", { sandbox, name: "pypi.org", reason: "pip" });
+  assert.equal(granted.isError, false, JSON.stringify(granted));
+  assert.equal(granted.structuredContent.granted, true);
+});
+
 test("closing the session kills its background commands", async () => {
   const pidFile = path.join(tmp, "background.pid");
   const started = await call("exec_start", { sandbox, shell: `echo $$ > ${pidFile}; exec sleep 300` });
