@@ -67,4 +67,8 @@ nlohmann::json ToolErrorResult(const absl::Status& status) {
           {"isError", true}};
 }
 
+nlohmann::json ErrorAnswer(const nlohmann::json& id, const absl::Status& status) {
+  return ErrorMessage(id, McpErrorKindOf(status).json_rpc_code, status.message());
+}
+
 }  // namespace abox::mcp

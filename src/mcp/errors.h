@@ -29,4 +29,8 @@ struct McpErrorKind {
 // A tools/call result with isError true and that text.
 [[nodiscard]] nlohmann::json ToolErrorResult(const absl::Status& status);
 
+// The JSON-RPC error answer to request `id` that ends with `status` (a protocol error: unknown
+// method, unknown tool, malformed params): the row's code, the status's message.
+[[nodiscard]] nlohmann::json ErrorAnswer(const nlohmann::json& id, const absl::Status& status);
+
 }  // namespace abox::mcp

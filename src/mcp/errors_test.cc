@@ -43,5 +43,15 @@ TEST(McpErrorsTest, AToolErrorResultSaysWhatFailedAndWhatToDo) {
               HasSubstr("8 of 8 vCPUs in use\nNext: The host's budget is full"));
 }
 
+TEST(McpErrorsTest, ProtocolErrorsTakeTheirJsonRpcCodeFromTheTable) {
+  nlohmann::json unknown = ErrorAnswer(7, absl::UnimplementedError("Method not found: x"));
+  EXPECT_EQ(unknown["id"], 7);
+  EXPECT_EQ(unknown["error"]["code"], kMethodNotFound);
+  EXPECT_EQ(unknown["error"]["message"], "Method not found: x");
+  EXPECT_EQ(ErrorAnswer("a", absl::InvalidArgumentError("bad"))["error"]["code"], kInvalidParams);
+  EXPECT_EQ(ErrorAnswer("a", absl::ResourceExhaustedError("full"))["error"]["code"],
+            kInternalError);
+}
+
 }  // namespace
 }  // namespace abox::mcp

@@ -150,9 +150,10 @@ void Server::HandleRequest(const Incoming& in) {
       index = LogLevelIndex(level->get<std::string>());
     }
     if (!index) {
-      Send(ErrorMessage(in.id, kInvalidParams,
-                        "Invalid params: \"level\" must be one of debug, info, notice, warning, "
-                        "error, critical, alert, emergency"));
+      Send(ErrorAnswer(in.id,
+                       absl::InvalidArgumentError(
+                           "Invalid params: \"level\" must be one of debug, info, notice, warning, "
+                           "error, critical, alert, emergency")));
       return;
     }
     {
@@ -163,7 +164,8 @@ void Server::HandleRequest(const Incoming& in) {
   } else {
     // At once, never silence: dual-era clients probe with methods of later revisions
     // (server/discover) and fall back on this error.
-    Send(ErrorMessage(in.id, kMethodNotFound, absl::StrCat("Method not found: ", in.method)));
+    Send(ErrorAnswer(in.id,
+                     absl::UnimplementedError(absl::StrCat("Method not found: ", in.method))));
   }
 }
 
@@ -238,22 +240,24 @@ void Server::StartCall(const Incoming& in) {
   const nlohmann::json& params = in.params;
   auto name = params.is_object() ? params.find("name") : params.end();
   if (name == params.end() || !name->is_string()) {
-    Send(ErrorMessage(in.id, kInvalidParams, "Invalid params: tools/call needs a string \"name\""));
+    Send(ErrorAnswer(
+        in.id, absl::InvalidArgumentError("Invalid params: tools/call needs a string \"name\"")));
     return;
   }
   auto tool =
       std::find_if(tools_.begin(), tools_.end(), [&](const Tool& t) { return *name == t.name; });
   if (tool == tools_.end()) {
-    Send(ErrorMessage(in.id, kInvalidParams,
-                      absl::StrCat("Invalid params: unknown tool \"", name->get<std::string>(),
-                                   "\" (tools/list names the tools)")));
+    Send(ErrorAnswer(in.id, absl::InvalidArgumentError(absl::StrCat(
+                                "Invalid params: unknown tool \"", name->get<std::string>(),
+                                "\" (tools/list names the tools)"))));
     return;
   }
   nlohmann::json args = nlohmann::json::object();
   auto given = params.find("arguments");
   if (given != params.end() && !given->is_null()) {
     if (!given->is_object()) {
-      Send(ErrorMessage(in.id, kInvalidParams, "Invalid params: \"arguments\" must be an object"));
+      Send(ErrorAnswer(
+          in.id, absl::InvalidArgumentError("Invalid params: \"arguments\" must be an object")));
       return;
     }
     args = *given;
@@ -273,9 +277,9 @@ void Server::StartCall(const Incoming& in) {
     return;
   }
   if (calls_.size() >= kMaxCallsInFlight) {
-    Send(ErrorMessage(in.id, kInternalError,
-                      absl::StrCat("Internal error: ", kMaxCallsInFlight,
-                                   " tool calls are already running; wait for one to end")));
+    Send(ErrorAnswer(
+        in.id, absl::ResourceExhaustedError(absl::StrCat(
+                   kMaxCallsInFlight, " tool calls are already running; wait for one to end"))));
     return;
   }
   if (calls_.count(key) != 0) {
