@@ -147,7 +147,7 @@ absl::StatusOr<Captured> RunCaptured(ToolEnv& env, CallContext& ctx, const std::
   if (!ended) {
     (void)env.sessions().Signal(s, "KILL");
     killed_here = true;
-    ended = s.WaitFor(absl::Seconds(5));
+    (void)s.WaitFor(absl::Seconds(5));  // for its exit line, which says how it ended
   }
   Captured out;
   out.stdout_raw = s.OutputBytes(false);
