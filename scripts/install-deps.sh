@@ -24,6 +24,12 @@ PACKAGES=(
   # tests only: the loopback upstreams of the egress tests (openssl s_server, python3 http.server)
   openssl python3
 )
+# tests only: the MCP SDK client test (tests/mcp) runs on Node.js with npm. Debian's nodejs and
+# npm, unless a node is already installed (e.g. NodeSource's, whose nodejs package has npm
+# built in and conflicts with Debian's npm).
+if ! command -v node >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
 
 SUDO=()
 if [ "$(id -u)" -ne 0 ]; then

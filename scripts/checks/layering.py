@@ -32,6 +32,8 @@ LAYERS = {
     # The CLI is a client of the API: it fills and reads the api types (src/api/<resource>.h)
     # that the client sends and decodes.
     "cli": ["base", "api", "client", "runtime", "image", "vmm", "proto", "workspace"],
+    # abox-mcp is a client of the API like the CLI, and nothing more: no VM, image or guest code.
+    "mcp": ["base", "api", "client"],
 }
 
 # (including file, folder it may reach anyway): reason. Each is a debt with its way out.

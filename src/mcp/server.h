@@ -1,0 +1,144 @@
+// The MCP server core: lifecycle (initialize, ping, logging/setLevel), tools/list and
+// tools/call, cancellation and progress, over JSON-RPC lines (json_rpc.h). Knows nothing of
+// aboxd: the tools are given to it (tools.h builds abox's).
+//
+// Threads: HandleLine() is called by one reader thread and answers everything but tools/call at
+// once; each tools/call runs on its own worker thread, so a long call never blocks ping or
+// notifications/cancelled. Every message goes out through the one `send` function, under a
+// mutex. Trust boundary: every line from the client is untrusted (json_rpc.h parses it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "src/mcp/json_rpc.h"
+
+namespace abox::mcp {
+
+class Server;
+
+// What a running tools/call may ask of the server: whether it was cancelled, hooks that run
+// when it is, and progress notifications (only when the request carried _meta.progressToken).
+// Thread-safe.
+class CallContext final {
+ public:
+  CallContext(Server* server, nlohmann::json progress_token)
+      : server_(server), progress_token_(std::move(progress_token)) {}
+  CallContext(const CallContext&) = delete;
+  CallContext& operator=(const CallContext&) = delete;
+
+  [[nodiscard]] bool cancelled() const { return cancelled_.load(); }
+  // Marks the call cancelled and runs the hooks registered now (each once).
+  void Cancel();
+
+  // Sends notifications/progress when the request asked for it; a `progress` not above the last
+  // one sent is raised just above it, so the values always increase.
+  void Progress(double progress, absl::string_view message);
+
+  // Runs `fn` when the call is cancelled while the hook lives (at once if it already was).
+  class CancelHook final {
+   public:
+    CancelHook(CallContext& context, std::function<void()> fn);
+    ~CancelHook();
+    CancelHook(const CancelHook&) = delete;
+    CancelHook& operator=(const CancelHook&) = delete;
+
+   private:
+    CallContext& context_;
+    int64_t key_;
+  };
+
+ private:
+  Server* server_;
+  nlohmann::json progress_token_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;  // guards the members below; hooks run under it
+  std::map<int64_t, std::function<void()>> hooks_;
+  int64_t next_key_ = 0;
+  double last_progress_ = 0;
+  bool sent_progress_ = false;
+};
+
+// A tool: its tools/list entry and what runs it. `run` returns the structured result (an
+// object), or a status that becomes an isError result (errors.h).
+struct Tool {
+  std::string name;
+  std::string title;
+  std::string description;
+  nlohmann::json input_schema;
+  nlohmann::json output_schema;
+  nlohmann::json annotations;
+  std::function<absl::StatusOr<nlohmann::json>(const nlohmann::json& args, CallContext& ctx)> run;
+};
+
+struct ServerInfo {
+  std::string name = "abox";
+  std::string version;
+  std::string instructions;
+};
+
+// Tool calls running at once at most (each has a thread); more are refused with an error.
+inline constexpr size_t kMaxCallsInFlight = 32;
+
+// Protocol revisions this server speaks, newest first.
+inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18"};
+
+class Server final {
+ public:
+  using SendFn = std::function<void(const std::string& line)>;
+
+  Server(ServerInfo info, std::vector<Tool> tools, SendFn send);
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  // Calls Shutdown().
+  ~Server();
+
+  // Handles one line from the client (answers it, or starts a tools/call worker).
+  void HandleLine(const LineReader::Line& line);
+  // Reads lines from `reader` until end of input, then Shutdown().
+  void Serve(LineReader& reader);
+  // Cancels every call in flight and waits for their workers. Idempotent.
+  void Shutdown();
+
+  // Sends a notifications/message at `level` when the client's logging/setLevel admits it.
+  void Log(absl::string_view level, absl::string_view text);
+  // Sends one message (serialized as one line).
+  void Send(const nlohmann::json& message);
+
+  // The tools/call result for `result` (structuredContent and the same JSON as text) or for an
+  // error status (isError).
+  [[nodiscard]] static nlohmann::json CallResult(const absl::StatusOr<nlohmann::json>& result);
+
+ private:
+  void HandleRequest(const Incoming& in);
+  void HandleNotification(const Incoming& in);
+  [[nodiscard]] nlohmann::json Initialize(const nlohmann::json& params) const;
+  [[nodiscard]] nlohmann::json ListTools() const;
+  void StartCall(const Incoming& in);
+  void ReapFinished();
+
+  ServerInfo info_;
+  std::vector<Tool> tools_;
+  SendFn send_;
+  std::mutex send_mu_;
+
+  std::mutex mu_;         // guards the members below
+  size_t log_level_ = 1;  // index into kLogLevels (log_level.h): "info"
+  std::map<std::string, std::shared_ptr<CallContext>> calls_;  // by id.dump()
+  std::list<std::thread> workers_;
+  std::vector<std::thread::id> finished_;
+  bool shut_down_ = false;
+};
+
+}  // namespace abox::mcp

@@ -1,0 +1,284 @@
+// sandbox_create, sandbox_list, sandbox_inspect, sandbox_stop, sandbox_remove.
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/api/sandbox.h"
+#include "src/client/answers.h"
+#include "src/client/api_paths.h"
+#include "src/mcp/tool_args.h"
+#include "src/mcp/tools.h"
+
+namespace abox::mcp {
+namespace {
+
+nlohmann::json SandboxSchema() {
+  return {{"type", "object"},
+          {"properties",
+           {{"id", {{"type", "string"}}},
+            {"name", {{"type", "string"}}},
+            {"image", {{"type", "string"}}},
+            {"state", {{"type", "string"}}},
+            {"cpus", {{"type", "integer"}}},
+            {"memory_mib", {{"type", "integer"}}},
+            {"created_here", {{"type", "boolean"}}}}},
+          {"required", {"id", "state"}}};
+}
+
+// The daemon's sandbox object, plus whether this abox-mcp created it.
+absl::StatusOr<nlohmann::json> SandboxJson(ToolEnv& env, const client::ApiResponse& r,
+                                           absl::string_view request) {
+  absl::StatusOr<api::Sandbox> sandbox = client::DecodeAnswer(r, request, api::DecodeSandbox);
+  if (!sandbox.ok()) {
+    return sandbox.status();
+  }
+  nlohmann::json out = r.json;
+  out["created_here"] = env.Owns(sandbox->id);
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
+  api::SandboxCreate create;
+  create.image = StringArg(args, "image", "default");
+  create.name = StringArg(args, "name");
+  create.cpus = IntArg(args, "cpus", 1);
+  create.memory_mib = IntArg(args, "memory_mib", 1024);
+  create.ttl_seconds = IntArg(args, "ttl_seconds", 0);
+  // workspace: absent or true = the directory abox-mcp runs in; false or null = none.
+  const std::string& start = env.options().start_dir;
+  auto ws = args.find("workspace");
+  std::string path;
+  std::string note;
+  if (ws == args.end() || (ws->is_boolean() && ws->get<bool>())) {
+    // Never the whole host or the person's home by default: only a project directory.
+    if (start == "/" || start == env.options().home_dir) {
+      note = absl::StrCat("no workspace bound: abox-mcp runs in ", start,
+                          ", which is not a project directory; pass workspace: PATH to copy "
+                          "one in");
+    } else {
+      path = start;
+    }
+  } else if (ws->is_string()) {
+    path = std::filesystem::path(start) / ws->get<std::string>();  // absolute stays absolute
+  }
+  if (!path.empty()) {
+    api::WorkspaceSpec spec;
+    spec.path = std::filesystem::path(path).lexically_normal().string();
+    spec.guest_path = StringArg(args, "workspace_guest_path", "/workspace");
+    create.workspace = spec;
+  }
+  std::string mode = StringArg(args, "egress_mode");
+  std::vector<std::string> allow = StringListArg(args, "egress_allow");
+  if ((!mode.empty() && mode != "none") || !allow.empty()) {
+    if (!env.options().allow_egress_changes) {
+      return absl::PermissionDeniedError(
+          "widening the egress policy (egress_mode allowlist/open, egress_allow) is the "
+          "person's decision and abox-mcp was started without --allow-egress-changes; create "
+          "the sandbox without them and use egress_request to ask for a name");
+    }
+  }
+  if (!mode.empty() || !allow.empty()) {
+    api::EgressSpec egress;
+    if (!mode.empty()) {
+      egress.mode = mode;
+    }
+    egress.allow = allow;
+    create.egress = egress;
+  }
+  // wait=false, then poll: the sandbox's id is known at once, so a cancelled create removes
+  // what it started instead of leaving it booting.
+  absl::StatusOr<client::ApiResponse> r = ApiPost(
+      env, ctx, client::WithQuery("/v1/sandboxes", {{"wait", "false"}}), api::ToJson(create));
+  if (!r.ok()) {
+    return r.status();
+  }
+  absl::StatusOr<api::Sandbox> sandbox =
+      client::DecodeAnswer(*r, "POST /v1/sandboxes", api::DecodeSandbox);
+  if (!sandbox.ok()) {
+    return sandbox.status();
+  }
+  std::string id = sandbox->id;
+  env.AddOwned(id);
+  absl::Time start_time = absl::Now();
+  absl::Time last_progress = start_time;
+  while (sandbox->state == "creating") {
+    if (ctx.cancelled()) {
+      // A fresh context: this call's is cancelled, and so would be its requests.
+      CallContext cleanup(nullptr, nullptr);
+      (void)ApiDelete(env, cleanup,
+                      client::WithQuery(client::SandboxPath(id), {{"force", "true"}}));
+      return absl::CancelledError(absl::StrCat("cancelled: sandbox ", id, " was removed"));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+    if (absl::Now() - last_progress >= absl::Seconds(1)) {
+      last_progress = absl::Now();
+      ctx.Progress(absl::ToDoubleSeconds(last_progress - start_time),
+                   absl::StrCat("creating sandbox ", id, " (", sandbox->state, ")"));
+    }
+    r = ApiGet(env, ctx, client::SandboxPath(id));
+    if (!r.ok()) {
+      return r.status();
+    }
+    sandbox = client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}", api::DecodeSandbox);
+    if (!sandbox.ok()) {
+      return sandbox.status();
+    }
+  }
+  if (sandbox->state != "ready") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sandbox ", id, " did not become ready: it is ", sandbox->state,
+                     sandbox->failure.empty() ? "" : absl::StrCat(" (", sandbox->failure, ")"),
+                     ". sandbox_inspect shows it; sandbox_remove removes it"));
+  }
+  absl::StatusOr<nlohmann::json> out = SandboxJson(env, *r, "GET /v1/sandboxes/{id}");
+  if (out.ok() && !note.empty()) {
+    (*out)["workspace_note"] = note;
+  }
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> List(ToolEnv& env, CallContext& ctx) {
+  absl::StatusOr<client::ApiResponse> r = ApiGet(env, ctx, "/v1/sandboxes");
+  if (!r.ok()) {
+    return r.status();
+  }
+  absl::StatusOr<std::vector<api::Sandbox>> list =
+      client::DecodeAnswer(*r, "GET /v1/sandboxes", api::DecodeSandboxList);
+  if (!list.ok()) {
+    return list.status();
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const api::Sandbox& s : *list) {
+    nlohmann::json item = {{"id", s.id},
+                           {"name", s.name},
+                           {"image", s.image},
+                           {"state", s.state},
+                           {"cpus", s.cpus},
+                           {"memory_mib", s.memory_mib},
+                           {"created_here", env.Owns(s.id)}};
+    if (s.workspace.is_object() && s.workspace.contains("path")) {
+      item["workspace"] = s.workspace["path"];
+    }
+    if (!s.failure.empty()) {
+      item["failure"] = s.failure;
+    }
+    out.push_back(std::move(item));
+  }
+  return nlohmann::json{{"sandboxes", std::move(out)}};
+}
+
+absl::StatusOr<nlohmann::json> Inspect(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
+  absl::StatusOr<client::ApiResponse> r =
+      ApiGet(env, ctx, client::SandboxPath(StringArg(args, "sandbox")));
+  if (!r.ok()) {
+    return r.status();
+  }
+  return SandboxJson(env, *r, "GET /v1/sandboxes/{id}");
+}
+
+absl::StatusOr<nlohmann::json> Stop(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
+  absl::StatusOr<client::ApiResponse> r =
+      ApiPost(env, ctx, client::SandboxPath(StringArg(args, "sandbox"), "/stop"), nullptr);
+  if (!r.ok()) {
+    return r.status();
+  }
+  return SandboxJson(env, *r, "POST /v1/sandboxes/{id}/stop");
+}
+
+absl::StatusOr<nlohmann::json> Remove(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
+  absl::StatusOr<std::string> id = SandboxId(env, ctx, StringArg(args, "sandbox"));
+  if (!id.ok()) {
+    return id.status();
+  }
+  if (!env.Owns(*id) && !env.options().allow_remove_any) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("sandbox ", *id,
+                     " was not created by this abox-mcp session, so only the "
+                     "person removes it: `abox rm ",
+                     *id, "`"));
+  }
+  absl::StatusOr<client::ApiResponse> removed =
+      ApiDelete(env, ctx, client::WithQuery(client::SandboxPath(*id), {{"force", "true"}}));
+  if (!removed.ok()) {
+    return removed.status();
+  }
+  return nlohmann::json{{"removed", *id}};
+}
+
+}  // namespace
+
+std::vector<Tool> SandboxTools(ToolEnv& env) {
+  std::vector<Tool> tools;
+  tools.push_back(Tool{
+      "sandbox_create", "Create a sandbox",
+      "Creates and boots a disposable microVM sandbox and returns it (use its id with the other "
+      "tools). By default the directory abox-mcp was started in (the project) is copied in at "
+      "/workspace and re-synced before every command; pass workspace: false for an empty "
+      "sandbox, or a host directory path. Changes made inside never touch the host. Network: "
+      "the egress policy of the person's configuration (egress_mode none cuts it off).",
+      ObjectSchema({
+          {"image",
+           Prop("string", "Guest image (default \"default\"); `abox image ls` lists them.")},
+          {"name", Prop("string", "A name to refer to it by (letters, digits, _ . and -).")},
+          {"cpus", IntProp("vCPUs (default 1).", 1, 64)},
+          {"memory_mib", IntProp("Memory in MiB (default 1024).", 128, 262144)},
+          {"ttl_seconds", IntProp("Stop it after this long (default: never).", 0, 604800)},
+          {"workspace",
+           {{"type", {"string", "boolean", "null"}},
+            {"description",
+             "Host directory to copy in (relative to abox-mcp's directory). Absent or true: "
+             "abox-mcp's directory; false or null: none."}}},
+          {"workspace_guest_path",
+           Prop("string", "Where the guest sees the workspace (default /workspace).")},
+          {"egress_mode",
+           {{"type", "string"},
+            {"enum", {"none", "allowlist", "open"}},
+            {"description",
+             "none cuts the network; allowlist and open need the person's "
+             "--allow-egress-changes."}}},
+          {"egress_allow",
+           StringListProp("Allow rules (NAME, *.SUFFIX, preset:npm ...); needs the person's "
+                          "--allow-egress-changes.")},
+      }),
+      SandboxSchema(), Annotations(false, false, false, false),
+      [&env](const nlohmann::json& a, CallContext& c) { return Create(env, a, c); }});
+  tools.push_back(
+      Tool{"sandbox_list",
+           "List sandboxes",
+           "Lists the sandboxes on this machine (newest first) with their state; created_here "
+           "marks the ones this session created.",
+           ObjectSchema({}),
+           {{"type", "object"},
+            {"properties", {{"sandboxes", {{"type", "array"}, {"items", SandboxSchema()}}}}},
+            {"required", nlohmann::json::array({"sandboxes"})}},
+           Annotations(true, false, true, false),
+           [&env](const nlohmann::json&, CallContext& c) { return List(env, c); }});
+  tools.push_back(
+      Tool{"sandbox_inspect", "Inspect a sandbox",
+           "Everything about one sandbox: state, resources, workspace, egress mode, running "
+           "commands, why it failed.",
+           ObjectSchema({{"sandbox", SandboxProp()}}, {"sandbox"}), SandboxSchema(),
+           Annotations(true, false, true, false),
+           [&env](const nlohmann::json& a, CallContext& c) { return Inspect(env, a, c); }});
+  tools.push_back(
+      Tool{"sandbox_stop", "Stop a sandbox",
+           "Stops the sandbox's VM and frees its CPUs and memory; its record, logs and diff stay. "
+           "A stopped sandbox cannot run commands.",
+           ObjectSchema({{"sandbox", SandboxProp()}}, {"sandbox"}), SandboxSchema(),
+           Annotations(false, true, true, false),
+           [&env](const nlohmann::json& a, CallContext& c) { return Stop(env, a, c); }});
+  tools.push_back(
+      Tool{"sandbox_remove",
+           "Remove a sandbox",
+           "Stops and deletes a sandbox this session created, with its files and its changes (run "
+           "workspace_diff first if they matter). Sandboxes created elsewhere are the person's.",
+           ObjectSchema({{"sandbox", SandboxProp()}}, {"sandbox"}),
+           {{"type", "object"},
+            {"properties", {{"removed", {{"type", "string"}}}}},
+            {"required", nlohmann::json::array({"removed"})}},
+           Annotations(false, true, true, false),
+           [&env](const nlohmann::json& a, CallContext& c) { return Remove(env, a, c); }});
+  return tools;
+}
+
+}  // namespace abox::mcp

@@ -1,0 +1,224 @@
+// workspace_sync, workspace_diff, egress_log, and the two that are the person's decision:
+// apply_changes (--allow-apply) and egress_request (--allow-egress-changes).
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "src/api/egress.h"
+#include "src/client/api_paths.h"
+#include "src/mcp/json_rpc.h"
+#include "src/mcp/tool_args.h"
+#include "src/mcp/tools.h"
+
+namespace abox::mcp {
+namespace {
+
+constexpr size_t kMaxDiffBytes = 200000;  // of patches in one result
+
+absl::StatusOr<nlohmann::json> JsonOf(const absl::StatusOr<client::ApiResponse>& r) {
+  if (!r.ok()) {
+    return r.status();
+  }
+  if (!r->json.is_object()) {
+    return absl::InternalError("aboxd's answer is not a JSON object");
+  }
+  return r->json;
+}
+
+absl::StatusOr<nlohmann::json> Sync(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
+  ProgressTicker ticker(ctx, "syncing the workspace");
+  return JsonOf(
+      ApiPost(env, ctx, client::SandboxPath(StringArg(args, "sandbox"), "/sync"), nullptr));
+}
+
+absl::StatusOr<nlohmann::json> Diff(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
+  client::QueryParams query;
+  for (const std::string& path : StringListArg(args, "paths")) {
+    query.emplace_back("path", path);
+  }
+  if (BoolArg(args, "stat", false)) {
+    query.emplace_back("stat", "true");
+  }
+  if (HasArg(args, "context")) {
+    query.emplace_back("context", absl::StrCat(IntArg(args, "context", 3)));
+  }
+  ProgressTicker ticker(ctx, "diffing the workspace");
+  absl::StatusOr<nlohmann::json> diff = JsonOf(
+      ApiGet(env, ctx,
+             client::WithQuery(client::SandboxPath(StringArg(args, "sandbox"), "/diff"), query)));
+  if (!diff.ok()) {
+    return diff;
+  }
+  // Patches past the budget are left out (the files stay listed, with their counts).
+  size_t used = 0;
+  bool truncated = false;
+  if (diff->contains("files") && (*diff)["files"].is_array()) {
+    for (nlohmann::json& file : (*diff)["files"]) {
+      if (file.is_object() && file.contains("patch") && file["patch"].is_string()) {
+        size_t n = file["patch"].get_ref<const std::string&>().size();
+        if (used + n > kMaxDiffBytes) {
+          file.erase("patch");
+          file["patch_omitted"] = true;
+          truncated = true;
+        } else {
+          used += n;
+        }
+      }
+    }
+  }
+  (*diff)["truncated"] = truncated;
+  return diff;
+}
+
+absl::StatusOr<nlohmann::json> EgressLog(ToolEnv& env, const nlohmann::json& args,
+                                         CallContext& ctx) {
+  return JsonOf(
+      ApiGet(env, ctx,
+             client::WithQuery(client::SandboxPath(StringArg(args, "sandbox"), "/egress/log"),
+                               {{"limit", absl::StrCat(IntArg(args, "limit", 50))}})));
+}
+
+absl::StatusOr<nlohmann::json> Apply(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
+  absl::StatusOr<std::string> id = SandboxId(env, ctx, StringArg(args, "sandbox"));
+  if (!id.ok()) {
+    return id.status();
+  }
+  if (!env.options().allow_apply) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "writing the sandbox's changes into the host directory is the person's step (abox-mcp "
+        "runs without --allow-apply). Tell them to review and apply: `abox diff ",
+        *id, "` then `abox apply ", *id, "`"));
+  }
+  return JsonOf(ApiPost(env, ctx, client::SandboxPath(*id, "/apply"), nlohmann::json::object()));
+}
+
+absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json& args,
+                                             CallContext& ctx) {
+  absl::StatusOr<std::string> id = SandboxId(env, ctx, StringArg(args, "sandbox"));
+  if (!id.ok()) {
+    return id.status();
+  }
+  std::string name = StringArg(args, "name");
+  std::string reason = StringArg(args, "reason");
+  if (env.options().allow_egress_changes) {
+    api::EgressRuleChange change;
+    change.add = {name};
+    absl::StatusOr<nlohmann::json> policy =
+        JsonOf(ApiPost(env, ctx, client::SandboxPath(*id, "/egress/rules"), api::ToJson(change)));
+    if (!policy.ok()) {
+      return policy;
+    }
+    return nlohmann::json{
+        {"granted", true},
+        {"pending", false},
+        {"message", absl::StrCat("added the rule ", name, " to sandbox ", *id, "'s egress policy")},
+        {"person_commands", nlohmann::json::array()}};
+  }
+  // The review queue fills when the policy refuses a name; the API has no way to add one, so
+  // this says whether the sandbox's attempt is already waiting and what the person runs.
+  std::fprintf(stderr, "abox-mcp: egress request for sandbox %s: %s (%s)\n", id->c_str(),
+               name.c_str(), reason.c_str());
+  absl::StatusOr<nlohmann::json> queue =
+      JsonOf(ApiGet(env, ctx, client::WithQuery("/v1/egress/queue", {{"sandbox", *id}})));
+  if (!queue.ok()) {
+    return queue;
+  }
+  bool pending = false;
+  if (queue->contains("requests") && (*queue)["requests"].is_array()) {
+    for (const auto& r : (*queue)["requests"]) {
+      pending = pending || (r.is_object() && r.value("name", "") == name);
+    }
+  }
+  std::vector<std::string> commands = {
+      "abox egress queue",
+      absl::StrCat("abox egress approve ", *id, " ", name, " --once"),
+      absl::StrCat("abox egress approve ", *id, " ", name, " --always"),
+  };
+  std::string message =
+      pending ? absl::StrCat(name, " is in the review queue (the sandbox tried it). ")
+              : absl::StrCat(name,
+                             " is not in the review queue yet: it gets there when the "
+                             "sandbox tries to connect to it. ");
+  absl::StrAppend(&message, "Widening the network is the person's decision: ask them to allow ",
+                  name, " (because: ", reason.empty() ? "no reason given" : reason,
+                  ") with one of person_commands, then retry.");
+  return nlohmann::json{{"granted", false},
+                        {"pending", pending},
+                        {"message", message},
+                        {"person_commands", commands}};
+}
+
+nlohmann::json LooseObject(std::vector<std::string> required) {
+  return {{"type", "object"}, {"required", required}};
+}
+
+}  // namespace
+
+std::vector<Tool> WorkspaceTools(ToolEnv& env) {
+  std::vector<Tool> tools;
+  nlohmann::json sandbox_only = ObjectSchema({{"sandbox", SandboxProp()}}, {"sandbox"});
+  tools.push_back(
+      Tool{"workspace_sync", "Sync the workspace in",
+           "Copies the host directory's latest changes into the sandbox now (exec does this before "
+           "every command unless sync is false). One way: never changes the host.",
+           sandbox_only, LooseObject({"changed"}), Annotations(false, false, true, false),
+           [&env](const nlohmann::json& a, CallContext& c) { return Sync(env, a, c); }});
+  tools.push_back(Tool{
+      "workspace_diff",
+      "Show the sandbox's changes",
+      "The changes made in the sandbox's workspace since the last sync, per file, with unified "
+      "patches (or only counts with stat: true). Patches beyond 200 KB are left out "
+      "(patch_omitted).",
+      ObjectSchema({{"sandbox", SandboxProp()},
+                    {"paths", StringListProp("Only these files or directories.")},
+                    {"stat", Prop("boolean", "Counts only, no patches.")},
+                    {"context", IntProp("Context lines in patches (default 3).", 0, 1000)}},
+                   {"sandbox"}),
+      {{"type", "object"},
+       {"properties",
+        {{"files", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+         {"ignored", {{"type", "integer"}}},
+         {"truncated", {{"type", "boolean"}}}}},
+       {"required", {"files", "truncated"}}},
+      Annotations(true, false, true, false),
+      [&env](const nlohmann::json& a, CallContext& c) { return Diff(env, a, c); }});
+  tools.push_back(Tool{
+      "egress_log", "Show the sandbox's network log",
+      "The sandbox's recent outbound connections and DNS lookups (newest first), with what the "
+      "egress policy decided for each: use it when a download or request fails.",
+      ObjectSchema({{"sandbox", SandboxProp()},
+                    {"limit", IntProp("At most this many of each (default 50).", 1, 1000)}},
+                   {"sandbox"}),
+      LooseObject({"connections", "dns"}), Annotations(true, false, true, false),
+      [&env](const nlohmann::json& a, CallContext& c) { return EgressLog(env, a, c); }});
+  tools.push_back(Tool{
+      "apply_changes", "Apply the sandbox's changes to the host",
+      "Writes the sandbox's workspace changes into the host directory (three-way merge, with a "
+      "backup). Unless the person started abox-mcp with --allow-apply this only answers with "
+      "the command the person runs to review and apply them.",
+      sandbox_only, LooseObject({}), Annotations(false, true, false, false),
+      [&env](const nlohmann::json& a, CallContext& c) { return Apply(env, a, c); }});
+  tools.push_back(
+      Tool{"egress_request",
+           "Ask for network access",
+           "Asks the person to allow the sandbox to reach a host name (NAME, NAME:PORT or a preset "
+           "such as preset:npm), giving the reason. Unless abox-mcp runs with "
+           "--allow-egress-changes the person decides: the answer says whether the request is "
+           "queued and the commands they run.",
+           ObjectSchema({{"sandbox", SandboxProp()},
+                         {"name", Prop("string", "The host name (or NAME:PORT, preset:NAME).")},
+                         {"reason", Prop("string", "Why the sandbox needs it, for the person.")}},
+                        {"sandbox", "name", "reason"}),
+           {{"type", "object"},
+            {"properties",
+             {{"granted", {{"type", "boolean"}}},
+              {"pending", {{"type", "boolean"}}},
+              {"message", {{"type", "string"}}},
+              {"person_commands", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
+            {"required", {"granted", "pending", "message", "person_commands"}}},
+           Annotations(false, false, true, true),
+           [&env](const nlohmann::json& a, CallContext& c) { return EgressRequest(env, a, c); }});
+  return tools;
+}
+
+}  // namespace abox::mcp
