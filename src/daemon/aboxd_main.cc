@@ -144,7 +144,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
     config.budget.memory_mib = flags.max_memory;
   }
   if (flags.workspace_quota_mib > 0) {
-    config.workspace_budget.guest_bytes = uint64_t{flags.workspace_quota_mib} << 20;
+    config.workspace_budget.guest_bytes = static_cast<uint64_t>(flags.workspace_quota_mib) << 20;
   }
   if (const std::string& file = flags.resolver_override_file; !file.empty()) {
     auto text = base::ReadFile(file, 1 << 20);
