@@ -59,7 +59,8 @@ class ErrorSax final : public nlohmann::json_sax<ordered_json> {
   bool end_object() override { return true; }
   bool start_array(std::size_t) override { return true; }
   bool end_array() override { return true; }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
     message_ = ex.what();
     // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." -> from "parse".
     if (size_t p = message_.find("] "); p != std::string::npos) {
@@ -195,8 +196,8 @@ std::string IndentUnit(std::string_view t) {
 }
 
 // `value` as it goes after a member's key on a line indented by `indent`.
-std::string Serialize(const ordered_json& value, const std::string& indent,
-                      const std::string& unit, bool multiline) {
+std::string Serialize(const ordered_json& value, const std::string& indent, const std::string& unit,
+                      bool multiline) {
   if (!multiline) {
     return value.dump();
   }
@@ -223,9 +224,9 @@ void InsertMember(std::string& out, const Object& o, const std::string& key,
   }
   std::string base = LineIndent(out, o.open);
   std::string indent = base + unit;
-  out.replace(o.open + 1, o.close - o.open - 1,
-              absl::StrCat("\n", indent, key_json, ": ", Serialize(value, indent, unit, true),
-                           "\n", base));
+  out.replace(
+      o.open + 1, o.close - o.open - 1,
+      absl::StrCat("\n", indent, key_json, ": ", Serialize(value, indent, unit, true), "\n", base));
 }
 
 void RemoveMemberAt(std::string& out, const Object& o, size_t k) {
@@ -257,15 +258,17 @@ absl::StatusOr<ordered_json> ParseUserJson(std::string_view file, std::string_vi
   ErrorSax sax;
   if (!ordered_json::sax_parse(text, &sax, ordered_json::input_format_t::json,
                                /*strict=*/true, /*ignore_comments=*/false)) {
-    return absl::InvalidArgumentError(absl::StrCat(std::string(file), " is not valid JSON (", sax.message(),
+    return absl::InvalidArgumentError(absl::StrCat(std::string(file), " is not valid JSON (",
+                                                   sax.message(),
                                                    "); fix it or move it away, then run this "
                                                    "again. Nothing was written"));
   }
   ordered_json parsed = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(std::string(file), " holds JSON that is not an object ({...}); fix it or move it away, "
-                           "then run this again. Nothing was written"));
+        absl::StrCat(std::string(file),
+                     " holds JSON that is not an object ({...}); fix it or move it away, "
+                     "then run this again. Nothing was written"));
   }
   return parsed;
 }

@@ -53,7 +53,8 @@ std::optional<std::vector<std::string>> HeaderKeys(std::string_view line) {
       }
       ++p;
     } else {
-      while (p < line.size() && (absl::ascii_isalnum(line[p]) || line[p] == '_' || line[p] == '-')) {
+      while (p < line.size() &&
+             (absl::ascii_isalnum(line[p]) || line[p] == '_' || line[p] == '-')) {
         key += line[p++];
       }
       if (key.empty()) {
@@ -207,8 +208,8 @@ absl::StatusOr<std::optional<LineSpan>> FindMarkedSection(std::string_view file,
   }
   if (begin) {
     return absl::InvalidArgumentError(
-        absl::StrCat(std::string(file), " has a '", std::string(begin_marker),
-                     "' line without a '", std::string(end_marker),
+        absl::StrCat(std::string(file), " has a '", std::string(begin_marker), "' line without a '",
+                     std::string(end_marker),
                      "' line after it; put it back (or remove abox's section by hand), then run "
                      "this again. Nothing was written"));
   }

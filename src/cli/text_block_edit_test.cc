@@ -76,8 +76,8 @@ TEST(BlockTest, AppendThenRemoveGivesTheOriginalBack) {
 TEST(MarkedSectionTest, FindsReplacesAndRemoves) {
   std::string original = "# Project\n\nBuild with make.\n";
   std::string section = "<!-- b -->\nuse abox\n<!-- e -->\n";
-  absl::StatusOr<std::optional<LineSpan>> none = FindMarkedSection("A.md", original, "<!-- b -->",
-                                                                   "<!-- e -->");
+  absl::StatusOr<std::optional<LineSpan>> none =
+      FindMarkedSection("A.md", original, "<!-- b -->", "<!-- e -->");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
   std::string added = SetBlock(original, std::nullopt, section);

@@ -17,10 +17,10 @@ absl::StatusOr<toml::table> Parse(std::string_view file, std::string_view text) 
   toml::parse_result result = toml::parse(text, file);
   if (!result) {
     const toml::parse_error& error = result.error();
-    return absl::InvalidArgumentError(
-        absl::StrCat(std::string(file), " is not valid TOML (line ", error.source().begin.line, ", column ",
-                     error.source().begin.column, ": ", std::string(error.description()),
-                     "); fix it or move it away, then run this again. Nothing was written"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(file), " is not valid TOML (line ", error.source().begin.line, ", column ",
+        error.source().begin.column, ": ", std::string(error.description()),
+        "); fix it or move it away, then run this again. Nothing was written"));
   }
   return std::move(result).table();
 }
