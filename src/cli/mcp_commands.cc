@@ -3,11 +3,13 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/base/host_layout.h"
@@ -15,6 +17,7 @@
 #include "src/base/status_macros.h"
 #include "src/cli/flags.h"
 #include "src/cli/output.h"
+#include "src/cli/usage_errors.h"
 
 namespace abox::cli {
 namespace {
@@ -178,7 +181,7 @@ int Install(const Flags& flags) {
   }
   if (!binary.found) {
     report->notes.push_back(
-        absl::StrCat("warning: ", binary.path,
+        absl::StrCat("Warning: ", binary.path,
                      " does not exist (yet): the client cannot start the server until it does "
                      "(build it next to abox, or set ABOX_MCP_BIN and install again)"));
   }
@@ -259,10 +262,10 @@ int Status(const Flags& flags) {
                      installed, row.args.empty() ? "-" : absl::StrJoin(row.args, " "), command,
                      guidance, row.config});
   }
-  std::printf("%s", FormatTable({"CLIENT", "SCOPE", "INSTALLED", "FLAGS", "SERVER", "GUIDANCE",
-                                 "CONFIG"},
-                                table)
-                        .c_str());
+  std::printf(
+      "%s",
+      FormatTable({"CLIENT", "SCOPE", "INSTALLED", "FLAGS", "SERVER", "GUIDANCE", "CONFIG"}, table)
+          .c_str());
   for (const McpStatusRow& row : rows) {
     if (!row.error.empty()) {
       std::printf("%s %s: %s\n", std::string(ClientName(row.client)).c_str(),
@@ -274,6 +277,22 @@ int Status(const Flags& flags) {
     }
   }
   return 0;
+}
+
+// claude, codex or cursor; a misspelling gets its nearest name.
+CLI::Validator ClientValidator() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        const std::vector<std::string> clients = {"claude", "codex", "cursor"};
+        if (std::find(clients.begin(), clients.end(), value) != clients.end()) {
+          return "";
+        }
+        std::string nearest = NearestSpelling(value, clients);
+        return absl::StrCat("unknown client '", value, "'",
+                            nearest.empty() ? "" : absl::StrCat("; did you mean ", nearest, "?"),
+                            " (claude, codex or cursor)");
+      },
+      "claude|codex|cursor");
 }
 
 void AddScopeFlags(CLI::App* cmd, Flags* flags) {
@@ -291,11 +310,10 @@ std::string McpReportText(const McpReport& report, const McpServerCommand& serve
   std::string where = absl::StrCat(ClientTitle(report.client), ", ", ScopeName(report.scope));
   std::string out;
   if (!report.changed()) {
-    absl::StrAppend(&out,
-                    installing ? absl::StrCat("abox is already installed for ", where,
-                                              ": nothing changed\n")
-                               : absl::StrCat("abox is not installed for ", where,
-                                              ": nothing changed\n"));
+    absl::StrAppend(
+        &out, installing
+                  ? absl::StrCat("abox is already installed for ", where, ": nothing changed\n")
+                  : absl::StrCat("abox is not installed for ", where, ": nothing changed\n"));
   } else if (report.dry_run) {
     absl::StrAppend(&out, "Dry run, nothing written. ", installing ? "Installing" : "Uninstalling",
                     " abox for ", where, " would:\n");
@@ -308,8 +326,8 @@ std::string McpReportText(const McpReport& report, const McpServerCommand& serve
     if (report.dry_run && f.action != FileAction::kUnchanged) {
       action = absl::StrCat("would ", action);
     }
-    absl::StrAppend(&out, "  ", action, std::string(action.size() < 16 ? 16 - action.size() : 1, ' '),
-                    f.path, "\n");
+    absl::StrAppend(&out, "  ", action,
+                    std::string(action.size() < 16 ? 16 - action.size() : 1, ' '), f.path, "\n");
   }
   if (!report.backup_dir.empty()) {
     absl::StrAppend(&out, "Backups: ", report.backup_dir,
@@ -321,7 +339,7 @@ std::string McpReportText(const McpReport& report, const McpServerCommand& serve
     absl::StrAppend(&out, "Server: ", ShellJoin(argv), "\n");
   }
   for (const std::string& note : report.notes) {
-    absl::StrAppend(&out, "Note: ", note, "\n");
+    absl::StrAppend(&out, absl::StartsWith(note, "Warning: ") ? "" : "Note: ", note, "\n");
   }
   if (installing && !report.dry_run) {
     absl::StrAppend(&out, "Check: ", CheckHint(report), "\n",
@@ -358,7 +376,6 @@ void AddMcpCommands(CLI::App& app, Action* action) {
   auto* mcp = app.add_subcommand(
       "mcp", "Connect agents (Claude Code, Codex, Cursor) to abox through its MCP server");
   mcp->require_subcommand(1);
-  const std::vector<std::string> clients = {"claude", "codex", "cursor"};
 
   auto install_flags = std::make_shared<Flags>();
   auto* install = mcp->add_subcommand(
@@ -366,7 +383,7 @@ void AddMcpCommands(CLI::App& app, Action* action) {
       "Register abox-mcp with an agent client and tell the agent how to use the sandbox");
   install->add_option("client", install_flags->client, "claude, codex or cursor")
       ->required()
-      ->check(CLI::IsMember(clients));
+      ->check(ClientValidator());
   AddScopeFlags(install, install_flags.get());
   install->add_flag("--allow-apply", install_flags->allow_apply,
                     "Yours, not the model's: let the agent apply sandbox changes to your files "
@@ -387,7 +404,7 @@ void AddMcpCommands(CLI::App& app, Action* action) {
       "uninstall", "Remove what `abox mcp install` added for a client (and nothing else)");
   uninstall->add_option("client", uninstall_flags->client, "claude, codex or cursor")
       ->required()
-      ->check(CLI::IsMember(clients));
+      ->check(ClientValidator());
   AddScopeFlags(uninstall, uninstall_flags.get());
   uninstall->add_flag("--dry-run", uninstall_flags->dry_run,
                       "Show what would change; write nothing");

@@ -61,8 +61,8 @@ std::vector<Target> Targets(const McpPaths& paths, McpClient client, McpScope sc
     case McpClient::kCursor: {
       std::vector<Target> targets = {{base / ".cursor" / "mcp.json", EditKind::kJson, "config"}};
       if (project) {
-        targets.push_back({base / ".cursor" / "rules" / "abox.mdc", EditKind::kOwnedFile, "rule",
-                           CursorRule()});
+        targets.push_back(
+            {base / ".cursor" / "rules" / "abox.mdc", EditKind::kOwnedFile, "rule", CursorRule()});
       }
       return targets;
     }
@@ -137,7 +137,7 @@ std::string TomlBlock(const McpServerCommand& server) {
 // Records of $ABOX_HOME/mcp-installs.json: what the first install found, per file.
 struct Record {
   bool existed = false;
-  bool had_servers = false;  // JSON: an mcpServers member
+  bool had_servers = false;               // JSON: an mcpServers member
   std::vector<std::string> created_dirs;  // deepest first
 };
 
@@ -254,8 +254,9 @@ absl::Status PlanInstall(const McpServerCommand& server, Planned& p) {
     case EditKind::kOwnedFile:
       if (p.current.exists && !absl::StrContains(before, kWrittenByAbox)) {
         return absl::FailedPreconditionError(
-            absl::StrCat(file, " exists and was not written by abox; move it away, then run this "
-                               "again. Nothing was written"));
+            absl::StrCat(file,
+                         " exists and was not written by abox; move it away, then run this "
+                         "again. Nothing was written"));
       }
       p.after = p.target.content;
       break;
@@ -274,8 +275,8 @@ absl::Status PlanUninstall(const std::optional<Record>& record, Planned& p) {
   bool created = record && !record->existed;
   switch (p.target.kind) {
     case EditKind::kJson: {
-      ABOX_ASSIGN_OR_RETURN(p.after, RemoveJsonMember(file, before, JsonPath(),
-                                                      record && !record->had_servers));
+      ABOX_ASSIGN_OR_RETURN(
+          p.after, RemoveJsonMember(file, before, JsonPath(), record && !record->had_servers));
       ABOX_ASSIGN_OR_RETURN(ordered_json left, ParseUserJson(file, *p.after));
       bool only_servers = left.size() == 1 && left.contains("mcpServers") &&
                           left["mcpServers"].is_object() && left["mcpServers"].empty();
@@ -310,8 +311,8 @@ absl::Status PlanUninstall(const std::optional<Record>& record, Planned& p) {
 }
 
 // Makes $ABOX_HOME/mcp-backups/<time>-<client>-<action>[-N].
-absl::StatusOr<fs::path> MakeBackupDir(const McpPaths& paths, McpClient client,
-                                       const char* action, absl::Time now) {
+absl::StatusOr<fs::path> MakeBackupDir(const McpPaths& paths, McpClient client, const char* action,
+                                       absl::Time now) {
   fs::path root = paths.abox_home / "mcp-backups";
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -319,8 +320,8 @@ absl::StatusOr<fs::path> MakeBackupDir(const McpPaths& paths, McpClient client,
     return absl::FailedPreconditionError(
         absl::StrCat("cannot create ", root.string(), ": ", ec.message(), "; check ABOX_HOME"));
   }
-  std::string name = absl::StrCat(absl::FormatTime("%Y%m%dT%H%M%SZ", now, absl::UTCTimeZone()),
-                                  "-", ClientName(client), "-", action);
+  std::string name = absl::StrCat(absl::FormatTime("%Y%m%dT%H%M%SZ", now, absl::UTCTimeZone()), "-",
+                                  ClientName(client), "-", action);
   for (int n = 1;; ++n) {
     fs::path dir = root / (n == 1 ? name : absl::StrCat(name, "-", n));
     if (::mkdir(dir.c_str(), 0700) == 0) {
@@ -362,8 +363,8 @@ absl::Status Commit(const McpPaths& paths, const char* action, absl::Time now,
   }
   ABOX_RETURN_IF_ERROR(
       base::WriteFileAtomic((backup_dir / "manifest.json").string(), manifest.dump(2) + "\n"));
-  ABOX_RETURN_IF_ERROR(base::WriteFileAtomic(LedgerPath(paths).string(), ledger.dump(2) + "\n",
-                                             0600));
+  ABOX_RETURN_IF_ERROR(
+      base::WriteFileAtomic(LedgerPath(paths).string(), ledger.dump(2) + "\n", 0600));
 
   for (const Planned& p : plan) {
     if (p.action == FileAction::kUnchanged) {
@@ -384,8 +385,9 @@ absl::Status Commit(const McpPaths& paths, const char* action, absl::Time now,
       status = base::ErrnoError(absl::StrCat("unlink(", path.string(), ")"));
     }
     if (!status.ok()) {
-      return base::Annotate(status, absl::StrCat("writing ", path.string(), " (the originals are in ",
-                                                 backup_dir.string(), ")"));
+      return base::Annotate(status,
+                            absl::StrCat("writing ", path.string(), " (the originals are in ",
+                                         backup_dir.string(), ")"));
     }
   }
   return absl::OkStatus();
@@ -429,9 +431,7 @@ const char* ClientName(McpClient client) {
   return "?";
 }
 
-const char* ScopeName(McpScope scope) {
-  return scope == McpScope::kProject ? "project" : "global";
-}
+const char* ScopeName(McpScope scope) { return scope == McpScope::kProject ? "project" : "global"; }
 
 const char* FileActionName(FileAction action) {
   switch (action) {
@@ -457,8 +457,7 @@ bool McpReport::changed() const {
 }
 
 absl::StatusOr<McpReport> InstallMcp(const McpPaths& paths, McpClient client, McpScope scope,
-                                     const McpServerCommand& server, bool dry_run,
-                                     absl::Time now) {
+                                     const McpServerCommand& server, bool dry_run, absl::Time now) {
   ABOX_ASSIGN_OR_RETURN(std::vector<Planned> plan, ReadPlan(paths, client, scope));
   for (Planned& p : plan) {
     ABOX_RETURN_IF_ERROR(PlanInstall(server, p));
@@ -553,10 +552,11 @@ std::vector<McpStatusRow> McpStatus(const McpPaths& paths) {
       if (targets.size() > 1) {
         row.guidance = targets[1].path.string();
         absl::StatusOr<Current> guidance = ReadCurrent(targets[1].path);
-        row.guidance_present = guidance.ok() && guidance->exists &&
-                               absl::StrContains(guidance->text, targets[1].kind == EditKind::kSection
-                                                                     ? kSectionBegin
-                                                                     : kWrittenByAbox);
+        row.guidance_present =
+            guidance.ok() && guidance->exists &&
+            absl::StrContains(guidance->text, targets[1].kind == EditKind::kSection
+                                                  ? kSectionBegin
+                                                  : kWrittenByAbox);
       }
       rows.push_back(std::move(row));
     }

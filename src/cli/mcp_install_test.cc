@@ -88,8 +88,9 @@ TEST_F(McpInstallTest, ClaudeProjectFreshInstallReinstallAndUninstall) {
   McpReport report = Install(McpClient::kClaude, McpScope::kProject);
   EXPECT_THAT(Actions(report), ElementsAre("create", "create"));
   json config = json::parse(Read(paths_.project / ".mcp.json"), nullptr, false);
-  EXPECT_EQ(config["mcpServers"]["abox"],
-            json({{"command", server_.command}, {"args", {"--allow-apply"}}, {"env", json::object()}}));
+  EXPECT_EQ(
+      config["mcpServers"]["abox"],
+      json({{"command", server_.command}, {"args", {"--allow-apply"}}, {"env", json::object()}}));
   std::string skill = Read(paths_.project / ".claude/skills/abox/SKILL.md");
   EXPECT_THAT(skill, StartsWith("---\nname: abox\ndescription: "));
   EXPECT_THAT(skill, HasSubstr("abox apply"));
