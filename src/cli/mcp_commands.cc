@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/base/host_layout.h"
 #include "src/base/self_path.h"
 #include "src/base/status_macros.h"
@@ -328,6 +329,9 @@ std::string McpReportText(const McpReport& report, const McpServerCommand& serve
     }
     absl::StrAppend(&out, "  ", action,
                     std::string(action.size() < 16 ? 16 - action.size() : 1, ' '), f.path, "\n");
+    for (absl::string_view line : absl::StrSplit(f.diff, '\n', absl::SkipEmpty())) {
+      absl::StrAppend(&out, "      ", line, "\n");
+    }
   }
   if (!report.backup_dir.empty()) {
     absl::StrAppend(&out, "Backups: ", report.backup_dir,
@@ -356,6 +360,9 @@ nlohmann::ordered_json McpReportJson(const McpReport& report, const McpServerCom
         {"path", f.path}, {"role", f.role}, {"action", FileActionName(f.action)}};
     if (!f.backup.empty()) {
       file["backup"] = f.backup;
+    }
+    if (!f.diff.empty()) {
+      file["diff"] = f.diff;
     }
     files.push_back(std::move(file));
   }

@@ -64,6 +64,7 @@ TEST_F(McpCommandsTest, DryRunSaysWhatWouldChangeAndWritesNothing) {
   EXPECT_THAT(r.out, HasSubstr("Dry run, nothing written"));
   EXPECT_THAT(r.out, HasSubstr("would create    " + project() + "/.mcp.json\n"));
   EXPECT_THAT(r.out, HasSubstr("would create    " + project() + "/.claude/skills/abox/SKILL.md"));
+  EXPECT_THAT(r.out, HasSubstr("      +    \"abox\": {\n"));
   EXPECT_THAT(r.out, HasSubstr("Server: " + server_ + "\n"));
   EXPECT_TRUE(fs::is_empty(project()));
   EXPECT_FALSE(fs::exists(root_ / "abox"));
@@ -102,8 +103,9 @@ TEST_F(McpCommandsTest, InstallStatusAndUninstall) {
 TEST_F(McpCommandsTest, MistakesAreRefusedWithWhatToType) {
   AboxResult typo = Abox({"mcp", "install", "claude", "--alow-apply"});
   EXPECT_EQ(typo.exit_code, 2);
-  EXPECT_THAT(typo.err,
-              HasSubstr("abox mcp install: unknown flag --alow-apply; did you mean --allow-apply?"));
+  EXPECT_THAT(
+      typo.err,
+      HasSubstr("abox mcp install: unknown flag --alow-apply; did you mean --allow-apply?"));
   AboxResult client = Abox({"mcp", "install", "clade", "--project", project()});
   EXPECT_NE(client.exit_code, 0);
   EXPECT_THAT(client.err, HasSubstr("did you mean claude?"));

@@ -411,8 +411,11 @@ McpReport StartReport(McpClient client, McpScope scope, bool dry_run,
                       const std::vector<Planned>& plan) {
   McpReport report{.client = client, .scope = scope, .dry_run = dry_run};
   for (const Planned& p : plan) {
-    report.files.push_back(
-        {.path = p.target.path.string(), .role = p.target.role, .action = p.action});
+    FileChange change{.path = p.target.path.string(), .role = p.target.role, .action = p.action};
+    if (dry_run && p.action != FileAction::kUnchanged) {
+      change.diff = LineDiff(p.current.exists ? p.current.text : "", p.after.value_or(""));
+    }
+    report.files.push_back(std::move(change));
   }
   return report;
 }

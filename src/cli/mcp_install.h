@@ -56,6 +56,8 @@ struct FileChange {
   std::string role;  // "config", "skill", "agents", "rule"
   FileAction action = FileAction::kUnchanged;
   std::string backup;  // the copy of the original bytes, when the file existed and changed
+  // In a dry run: the lines that change, "-" before and "+" after, under "@@ line N".
+  std::string diff;
 };
 
 struct McpReport {

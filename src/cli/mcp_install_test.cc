@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 const absl::Time kNow = absl::FromUnixSeconds(1764633600);
@@ -309,8 +310,36 @@ TEST_F(McpInstallTest, DryRunWritesNothing) {
   McpReport report = Install(McpClient::kCodex, McpScope::kProject, /*dry_run=*/true);
   EXPECT_TRUE(report.dry_run);
   EXPECT_THAT(Actions(report), ElementsAre("create", "create"));
+  EXPECT_THAT(report.files[0].diff, HasSubstr("@@ line 1\n"));
+  EXPECT_THAT(report.files[0].diff, HasSubstr("\n+[mcp_servers.abox]\n"));
+  EXPECT_THAT(report.files[1].diff, HasSubstr("\n+<!-- abox:begin -->\n"));
   EXPECT_TRUE(fs::is_empty(paths_.project));
   EXPECT_FALSE(fs::exists(paths_.abox_home));
+}
+
+TEST_F(McpInstallTest, KeysThePersonAddedToAbosEntryStay) {
+  Write(paths_.project / ".mcp.json",
+        "{\"mcpServers\": {\"abox\": {\"command\": \"/old\", \"args\": [], \"env\": {\"A\": "
+        "\"1\"}, \"timeout\": 9}}}\n");
+  Install(McpClient::kClaude, McpScope::kProject);
+  json config = json::parse(Read(paths_.project / ".mcp.json"), nullptr, false);
+  EXPECT_EQ(config["mcpServers"]["abox"], json({{"command", server_.command},
+                                                {"args", {"--allow-apply"}},
+                                                {"env", {{"A", "1"}}},
+                                                {"timeout", 9}}));
+}
+
+TEST_F(McpInstallTest, CodexTableWrittenByHandIsReplacedInPlace) {
+  const std::string before = "# mine\n[mcp_servers.abox]\ncommand = \"/old/abox-mcp\"\n";
+  const std::string after = "\n[mcp_servers.zz]\ncommand = \"z\"\n";
+  Write(paths_.codex_home / "config.toml", before + "[mcp_servers.abox.env]\nX = \"1\"\n" + after);
+  Install(McpClient::kCodex, McpScope::kGlobal);
+  std::string installed = Read(paths_.codex_home / "config.toml");
+  EXPECT_THAT(installed, StartsWith("# mine\n# Written by `abox mcp install codex`"));
+  EXPECT_THAT(installed, HasSubstr("tool_timeout_sec = 120\n" + after));
+  EXPECT_THAT(installed, Not(HasSubstr("/old/abox-mcp")));
+  Uninstall(McpClient::kCodex, McpScope::kGlobal);
+  EXPECT_EQ(Read(paths_.codex_home / "config.toml"), "# mine\n" + after);
 }
 
 TEST_F(McpInstallTest, StatusShowsEachClientAndScope) {

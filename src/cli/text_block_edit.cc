@@ -17,6 +17,16 @@ std::string_view Trim(std::string_view s) {
   return e == std::string_view::npos ? s : s.substr(0, e + 1);
 }
 
+std::vector<std::string_view> Lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    lines.push_back(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return lines;
+}
+
 enum class LineKind { kBlank, kComment, kHeader, kOther };
 
 struct Line {
@@ -239,6 +249,28 @@ std::string RemoveBlock(std::string_view text, LineSpan span) {
   }
   std::string out(before);
   out += text.substr(span.end);
+  return out;
+}
+
+std::string LineDiff(std::string_view before, std::string_view after) {
+  std::vector<std::string_view> a = Lines(before);
+  std::vector<std::string_view> b = Lines(after);
+  size_t pre = 0;
+  while (pre < a.size() && pre < b.size() && a[pre] == b[pre]) {
+    ++pre;
+  }
+  size_t suf = 0;
+  while (suf < a.size() - pre && suf < b.size() - pre &&
+         a[a.size() - 1 - suf] == b[b.size() - 1 - suf]) {
+    ++suf;
+  }
+  std::string out = absl::StrCat("@@ line ", pre + 1, "\n");
+  for (size_t i = pre; i < a.size() - suf; ++i) {
+    absl::StrAppend(&out, "-", std::string(a[i]), "\n");
+  }
+  for (size_t i = pre; i < b.size() - suf; ++i) {
+    absl::StrAppend(&out, "+", std::string(b[i]), "\n");
+  }
   return out;
 }
 

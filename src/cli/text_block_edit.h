@@ -44,4 +44,9 @@ struct LineSpan {
 // `text` without `span` and one blank line before it: the inverse of appending with SetBlock.
 [[nodiscard]] std::string RemoveBlock(std::string_view text, LineSpan span);
 
+// The lines that differ between `before` and `after` as one hunk, from the first line that
+// differs to the last: "@@ line N", then "-" lines of before and "+" lines of after. (abox's
+// edits are contiguous, so one hunk shows them whole.)
+[[nodiscard]] std::string LineDiff(std::string_view before, std::string_view after);
+
 }  // namespace abox::cli

@@ -93,6 +93,12 @@ TEST(MarkedSectionTest, FindsReplacesAndRemoves) {
   EXPECT_THAT(open.status().message(), HasSubstr("A.md has a '<!-- b -->' line without"));
 }
 
+TEST(LineDiffTest, ShowsTheChangedLinesOnce) {
+  EXPECT_EQ(LineDiff("a\nb\nc\n", "a\nB\nx\nc\n"), "@@ line 2\n-b\n+B\n+x\n");
+  EXPECT_EQ(LineDiff("", "new\n"), "@@ line 1\n+new\n");
+  EXPECT_EQ(LineDiff("keep\ngone\n", "keep\n"), "@@ line 2\n-gone\n");
+}
+
 TEST(TomlCheckTest, NamesTheLineOfAnError) {
   absl::Status bad = CheckToml("/h/.codex/config.toml", "a = 1\nb = \n");
   ASSERT_FALSE(bad.ok());
