@@ -17,6 +17,7 @@
 #include "src/base/self_path.h"
 #include "src/base/status_macros.h"
 #include "src/cli/flags.h"
+#include "src/cli/mcp_status.h"
 #include "src/cli/output.h"
 #include "src/cli/usage_errors.h"
 

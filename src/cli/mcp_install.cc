@@ -14,6 +14,7 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/cli/json_member_edit.h"
+#include "src/cli/mcp_files.h"
 #include "src/cli/mcp_guidance.h"
 #include "src/cli/text_block_edit.h"
 #include "src/cli/toml_check.h"
@@ -24,99 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
-enum class EditKind { kJson, kToml, kSection, kOwnedFile };
-
-// One file abox edits for a client in a scope.
-struct Target {
-  fs::path path;
-  EditKind kind = EditKind::kJson;
-  std::string role;
-  std::string content;  // the guidance file or section
-};
-
-const std::vector<std::string>& JsonPath() {
-  static const auto* path = new std::vector<std::string>{"mcpServers", "abox"};
-  return *path;
-}
-const std::vector<std::string>& TomlTable() {
-  static const auto* table = new std::vector<std::string>{"mcp_servers", "abox"};
-  return *table;
-}
-constexpr char kTomlLead[] = "# Written by `abox mcp install codex`";
-
-std::vector<Target> Targets(const McpPaths& paths, McpClient client, McpScope scope) {
-  bool project = scope == McpScope::kProject;
-  const fs::path& base = project ? paths.project : paths.home;
-  switch (client) {
-    case McpClient::kClaude:
-      return {{project ? base / ".mcp.json" : base / ".claude.json", EditKind::kJson, "config"},
-              {base / ".claude" / "skills" / "abox" / "SKILL.md", EditKind::kOwnedFile, "skill",
-               ClaudeSkill()}};
-    case McpClient::kCodex: {
-      fs::path dir = project ? paths.project / ".codex" : paths.codex_home;
-      return {{dir / "config.toml", EditKind::kToml, "config"},
-              {(project ? paths.project : paths.codex_home) / "AGENTS.md", EditKind::kSection,
-               "agents", AgentsSection()}};
-    }
-    case McpClient::kCursor: {
-      std::vector<Target> targets = {{base / ".cursor" / "mcp.json", EditKind::kJson, "config"}};
-      if (project) {
-        targets.push_back(
-            {base / ".cursor" / "rules" / "abox.mdc", EditKind::kOwnedFile, "rule", CursorRule()});
-      }
-      return targets;
-    }
-  }
-  return {};
-}
-
-// A file as it is now.
-struct Current {
-  bool exists = false;
-  std::string text;
-  int mode = 0644;
-  fs::path write_path;  // where to write: the file, or what its symlink points to
-};
-
-absl::StatusOr<Current> ReadCurrent(const fs::path& path) {
-  Current current{.write_path = path};
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) {
-      return current;
-    }
-    return base::ErrnoError(absl::StrCat("stat(", path.string(), ")"));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path.string(), " is not a regular file; move it away, then run this again"));
-  }
-  std::error_code ec;
-  if (fs::is_symlink(path, ec)) {
-    current.write_path = fs::canonical(path, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot resolve the symlink ", path.string(), ": ", ec.message()));
-    }
-  }
-  ABOX_ASSIGN_OR_RETURN(current.text, base::ReadFile(path.string()));
-  current.exists = true;
-  current.mode = static_cast<int>(st.st_mode & 07777);
-  return current;
-}
-
 bool IsBlank(std::string_view text) {
   return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
-}
-
-// The "abox" entry of mcpServers, or null.
-ordered_json ServerEntry(const ordered_json& config) {
-  auto servers = config.find("mcpServers");
-  if (servers == config.end() || !servers->is_object()) {
-    return nullptr;
-  }
-  auto entry = servers->find("abox");
-  return entry == servers->end() ? ordered_json(nullptr) : *entry;
 }
 
 std::string TomlBlock(const McpServerCommand& server) {
@@ -145,7 +55,7 @@ fs::path LedgerPath(const McpPaths& paths) { return paths.abox_home / "mcp-insta
 
 absl::StatusOr<ordered_json> ReadLedger(const McpPaths& paths) {
   fs::path path = LedgerPath(paths);
-  ABOX_ASSIGN_OR_RETURN(Current current, ReadCurrent(path));
+  ABOX_ASSIGN_OR_RETURN(McpFile current, ReadMcpFile(path));
   if (!current.exists) {
     return ordered_json{{"files", ordered_json::object()}};
   }
@@ -193,8 +103,8 @@ std::vector<std::string> MissingDirs(fs::path dir) {
 
 // A file's planned change.
 struct Planned {
-  Target target;
-  Current current;
+  McpTarget target;
+  McpFile current;
   std::optional<std::string> after;  // nullopt: remove the file
   FileAction action = FileAction::kUnchanged;
   bool had_servers = false;
@@ -217,7 +127,7 @@ absl::Status PlanInstall(const McpServerCommand& server, Planned& p) {
     case EditKind::kJson: {
       ABOX_ASSIGN_OR_RETURN(ordered_json config, ParseUserJson(file, before));
       p.had_servers = config.contains("mcpServers");
-      ordered_json existing = ServerEntry(config);
+      ordered_json existing = AboxServerEntry(config);
       ordered_json entry = existing.is_object() ? existing : ordered_json::object();
       entry["command"] = server.command;
       entry["args"] = server.args;
@@ -396,9 +306,9 @@ absl::Status Commit(const McpPaths& paths, const char* action, absl::Time now,
 absl::StatusOr<std::vector<Planned>> ReadPlan(const McpPaths& paths, McpClient client,
                                               McpScope scope) {
   std::vector<Planned> plan;
-  for (Target& target : Targets(paths, client, scope)) {
+  for (McpTarget& target : McpTargets(paths, client, scope)) {
     Planned p{.target = std::move(target)};
-    ABOX_ASSIGN_OR_RETURN(p.current, ReadCurrent(p.target.path));
+    ABOX_ASSIGN_OR_RETURN(p.current, ReadMcpFile(p.target.path));
     if (!p.current.exists && p.target.path.filename() == ".claude.json") {
       p.current.mode = 0600;  // Claude Code keeps its state and account there
     }
@@ -513,58 +423,6 @@ absl::StatusOr<McpReport> UninstallMcp(const McpPaths& paths, McpClient client, 
     }
   }
   return report;
-}
-
-std::vector<McpStatusRow> McpStatus(const McpPaths& paths) {
-  std::vector<McpStatusRow> rows;
-  for (McpClient client : {McpClient::kClaude, McpClient::kCodex, McpClient::kCursor}) {
-    for (McpScope scope : {McpScope::kProject, McpScope::kGlobal}) {
-      std::vector<Target> targets = Targets(paths, client, scope);
-      McpStatusRow row{.client = client, .scope = scope, .config = targets[0].path.string()};
-      absl::StatusOr<Current> current = ReadCurrent(targets[0].path);
-      if (!current.ok()) {
-        row.error = std::string(current.status().message());
-      } else if (current->exists && targets[0].kind == EditKind::kJson) {
-        absl::StatusOr<ordered_json> config = ParseUserJson(row.config, current->text);
-        ordered_json entry = config.ok() ? ServerEntry(*config) : ordered_json(nullptr);
-        if (!config.ok()) {
-          row.error = std::string(config.status().message());
-        } else if (entry.is_object()) {
-          row.installed = true;
-          if (auto c = entry.find("command"); c != entry.end() && c->is_string()) {
-            row.command = c->get<std::string>();
-          }
-          if (auto a = entry.find("args"); a != entry.end() && a->is_array()) {
-            for (const ordered_json& arg : *a) {
-              row.args.push_back(arg.is_string() ? arg.get<std::string>() : arg.dump());
-            }
-          }
-        }
-      } else if (current->exists) {
-        absl::StatusOr<std::optional<TomlServer>> server =
-            ReadTomlServer(row.config, current->text, "abox");
-        if (!server.ok()) {
-          row.error = std::string(server.status().message());
-        } else if (server->has_value()) {
-          row.installed = true;
-          row.command = (*server)->command;
-          row.args = (*server)->args;
-        }
-      }
-      row.command_executable = !row.command.empty() && ::access(row.command.c_str(), X_OK) == 0;
-      if (targets.size() > 1) {
-        row.guidance = targets[1].path.string();
-        absl::StatusOr<Current> guidance = ReadCurrent(targets[1].path);
-        row.guidance_present =
-            guidance.ok() && guidance->exists &&
-            absl::StrContains(guidance->text, targets[1].kind == EditKind::kSection
-                                                  ? kSectionBegin
-                                                  : kWrittenByAbox);
-      }
-      rows.push_back(std::move(row));
-    }
-  }
-  return rows;
 }
 
 }  // namespace abox::cli

@@ -86,21 +86,4 @@ struct McpReport {
 [[nodiscard]] absl::StatusOr<McpReport> UninstallMcp(const McpPaths& paths, McpClient client,
                                                      McpScope scope, bool dry_run, absl::Time now);
 
-// One client in one scope, as `abox mcp status` shows it.
-struct McpStatusRow {
-  McpClient client = McpClient::kClaude;
-  McpScope scope = McpScope::kProject;
-  std::string config;  // the config file
-  bool installed = false;
-  std::string command;
-  std::vector<std::string> args;
-  bool command_executable = false;
-  std::string guidance;  // the guidance file, "" when the scope has none
-  bool guidance_present = false;
-  std::string error;  // why the config could not be read, if it could not
-};
-
-// Every client in both scopes.
-[[nodiscard]] std::vector<McpStatusRow> McpStatus(const McpPaths& paths);
-
 }  // namespace abox::cli

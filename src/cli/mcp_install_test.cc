@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "src/cli/mcp_status.h"
 #include "src/cli/toml_check.h"
 
 namespace abox::cli {
