@@ -103,6 +103,36 @@ TEST(JsonMemberEditTest, TabsAreKept) {
   EXPECT_EQ(Remove(installed, true), original);
 }
 
+TEST(JsonMemberEditTest, SetThenRemoveGivesEveryShapeBackByteForByte) {
+  const std::vector<std::string> originals = {
+      "{}",
+      "{}\n",
+      "{\"a\":1}",
+      "{ \"a\" : [1, {\"b\": null}] , \"c\": \"}{\\\"\" }",
+      "{\n  \"mcpServers\": {}\n}\n",
+      "{\n  \"mcpServers\": {\"x\": {}}\n}\n",
+      "{\n    \"mcpServers\": {\n        \"a\": {},\n        \"b\": {}\n    }\n}",
+      "\n\n  {\r\n  \"k\": true,\r\n  \"l\": -1.5e+3\r\n}\r\n",
+      "{\"mcpServers\":{\"abox2\":1,\"x\":[]},\"z\":{}}",
+      "{\"\\u006dcpServers\": {\"y\": 2}, \"q\": \"//not a comment\"}",
+  };
+  for (const std::string& original : originals) {
+    absl::StatusOr<ordered_json> before = ParseUserJson("f", original);
+    ASSERT_TRUE(before.ok()) << original;
+    bool had_servers = before->contains("mcpServers");
+    std::string installed = Set(original);
+    ordered_json after = ordered_json::parse(installed, nullptr, false);
+    ASSERT_TRUE(after.is_object()) << installed;
+    EXPECT_EQ(after["mcpServers"]["abox"], kEntry) << installed;
+    after["mcpServers"].erase("abox");
+    if (!had_servers) {
+      after.erase("mcpServers");
+    }
+    EXPECT_EQ(after, *before) << "only abox's entry was added:\n" << installed;
+    EXPECT_EQ(Remove(installed, !had_servers), original) << installed;
+  }
+}
+
 TEST(JsonMemberEditTest, MissingEntryRemovesNothing) {
   std::string text = "{\"mcpServers\": {\"x\": 1}}";
   EXPECT_EQ(Remove(text, true), text);

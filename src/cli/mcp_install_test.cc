@@ -262,6 +262,20 @@ TEST_F(McpInstallTest, CursorProjectNextToAnotherServer) {
   EXPECT_TRUE(fs::exists(paths_.project / ".cursor")) << "it was there before";
 }
 
+TEST_F(McpInstallTest, ASymlinkedConfigIsWrittenThroughToItsTarget) {
+  // Dotfile managers link ~/.cursor/mcp.json to a file in their repository.
+  const std::string original = "{\"mcpServers\": {\"x\": {\"command\": \"x\"}}}\n";
+  Write(root_ / "dotfiles" / "mcp.json", original);
+  fs::create_directories(paths_.home / ".cursor");
+  fs::create_symlink(root_ / "dotfiles" / "mcp.json", paths_.home / ".cursor" / "mcp.json");
+  Install(McpClient::kCursor, McpScope::kGlobal);
+  EXPECT_TRUE(fs::is_symlink(paths_.home / ".cursor" / "mcp.json"));
+  EXPECT_THAT(Read(root_ / "dotfiles" / "mcp.json"), HasSubstr("\"abox\""));
+  Uninstall(McpClient::kCursor, McpScope::kGlobal);
+  EXPECT_TRUE(fs::is_symlink(paths_.home / ".cursor" / "mcp.json"));
+  EXPECT_EQ(Read(root_ / "dotfiles" / "mcp.json"), original);
+}
+
 TEST_F(McpInstallTest, CursorGlobalWritesOnlyTheConfig) {
   McpReport report = Install(McpClient::kCursor, McpScope::kGlobal);
   ASSERT_EQ(report.files.size(), 1u);
