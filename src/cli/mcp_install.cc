@@ -49,6 +49,8 @@ struct Record {
   bool existed = false;
   bool had_servers = false;               // JSON: an mcpServers member
   std::vector<std::string> created_dirs;  // deepest first
+  // An abox entry the person had before (JSON: its value; TOML: its lines), put back on uninstall.
+  std::optional<std::string> prior_entry;
 };
 
 fs::path LedgerPath(const McpPaths& paths) { return paths.abox_home / "mcp-installs.json"; }
@@ -80,6 +82,9 @@ std::optional<Record> FindRecord(const ordered_json& ledger, const fs::path& pat
   };
   record.existed = flag("existed");
   record.had_servers = flag("had_servers");
+  if (auto prior = it->find("prior_entry"); prior != it->end() && prior->is_string()) {
+    record.prior_entry = prior->get<std::string>();
+  }
   if (auto dirs = it->find("created_dirs"); dirs != it->end() && dirs->is_array()) {
     for (const ordered_json& dir : *dirs) {
       if (dir.is_string()) {
@@ -108,6 +113,7 @@ struct Planned {
   std::optional<std::string> after;  // nullopt: remove the file
   FileAction action = FileAction::kUnchanged;
   bool had_servers = false;
+  std::optional<std::string> prior_entry;  // install: an abox entry that was there already
 };
 
 void SetAction(Planned& p) {
@@ -128,6 +134,9 @@ absl::Status PlanInstall(const McpServerCommand& server, Planned& p) {
       ABOX_ASSIGN_OR_RETURN(ordered_json config, ParseUserJson(file, before));
       p.had_servers = config.contains("mcpServers");
       ordered_json existing = AboxServerEntry(config);
+      if (!existing.is_null()) {
+        p.prior_entry = existing.dump();
+      }
       ordered_json entry = existing.is_object() ? existing : ordered_json::object();
       entry["command"] = server.command;
       entry["args"] = server.args;
@@ -143,7 +152,11 @@ absl::Status PlanInstall(const McpServerCommand& server, Planned& p) {
     }
     case EditKind::kToml: {
       ABOX_RETURN_IF_ERROR(CheckToml(file, before));
-      p.after = SetBlock(before, FindTomlTable(before, TomlTable(), kTomlLead), TomlBlock(server));
+      std::optional<LineSpan> span = FindTomlTable(before, TomlTable(), kTomlLead);
+      if (span) {
+        p.prior_entry = before.substr(span->begin, span->end - span->begin);
+      }
+      p.after = SetBlock(before, span, TomlBlock(server));
       absl::StatusOr<std::optional<TomlServer>> read = ReadTomlServer(file, *p.after, "abox");
       if (!read.ok() || !read->has_value() || (*read)->command != server.command) {
         return absl::FailedPreconditionError(absl::StrCat(
@@ -185,6 +198,13 @@ absl::Status PlanUninstall(const std::optional<Record>& record, Planned& p) {
   bool created = record && !record->existed;
   switch (p.target.kind) {
     case EditKind::kJson: {
+      if (record && record->prior_entry) {
+        ordered_json prior = ordered_json::parse(*record->prior_entry, nullptr, false);
+        if (!prior.is_discarded()) {
+          ABOX_ASSIGN_OR_RETURN(p.after, SetJsonMember(file, before, JsonPath(), prior));
+          break;
+        }
+      }
       ABOX_ASSIGN_OR_RETURN(
           p.after, RemoveJsonMember(file, before, JsonPath(), record && !record->had_servers));
       ABOX_ASSIGN_OR_RETURN(ordered_json left, ParseUserJson(file, *p.after));
@@ -203,7 +223,9 @@ absl::Status PlanUninstall(const std::optional<Record>& record, Planned& p) {
       } else {
         ABOX_ASSIGN_OR_RETURN(span, FindMarkedSection(file, before, kSectionBegin, kSectionEnd));
       }
-      if (span) {
+      if (span && p.target.kind == EditKind::kToml && record && record->prior_entry) {
+        p.after = SetBlock(before, span, *record->prior_entry);
+      } else if (span) {
         p.after = RemoveBlock(before, *span);
       }
       if (created && IsBlank(*p.after)) {
@@ -388,6 +410,7 @@ absl::StatusOr<McpReport> InstallMcp(const McpPaths& paths, McpClient client, Mc
     ledger["files"][p.target.path.string()] = {
         {"existed", p.current.exists},
         {"had_servers", p.had_servers},
+        {"prior_entry", p.prior_entry ? ordered_json(*p.prior_entry) : ordered_json(nullptr)},
         {"created_dirs", MissingDirs(p.current.write_path.parent_path())}};
   }
   ABOX_RETURN_IF_ERROR(Commit(paths, "install", now, plan, ledger, report));

@@ -353,8 +353,10 @@ TEST_F(McpInstallTest, CodexTableWrittenByHandIsReplacedInPlace) {
   EXPECT_THAT(installed, StartsWith("# mine\n# Written by `abox mcp install codex`"));
   EXPECT_THAT(installed, HasSubstr("tool_timeout_sec = 120\n" + after));
   EXPECT_THAT(installed, Not(HasSubstr("/old/abox-mcp")));
+  // Uninstall puts the person's own table back.
   Uninstall(McpClient::kCodex, McpScope::kGlobal);
-  EXPECT_EQ(Read(paths_.codex_home / "config.toml"), "# mine\n" + after);
+  EXPECT_EQ(Read(paths_.codex_home / "config.toml"),
+            before + "[mcp_servers.abox.env]\nX = \"1\"\n" + after);
 }
 
 TEST_F(McpInstallTest, StatusShowsEachClientAndScope) {
