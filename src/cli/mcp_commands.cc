@@ -168,6 +168,16 @@ std::string CheckHint(const McpReport& report) {
   return "";
 }
 
+int PrintReport(const Flags& flags, const McpReport& report, const McpServerCommand& server,
+                bool installing) {
+  if (flags.json) {
+    std::printf("%s\n", McpReportJson(report, server).dump(2).c_str());
+  } else {
+    std::printf("%s", McpReportText(report, server, installing).c_str());
+  }
+  return 0;
+}
+
 int Install(const Flags& flags) {
   ServerBinary binary = FindServerBinary();
   McpServerCommand server = ServerCommand(flags, binary);
@@ -198,12 +208,7 @@ int Install(const Flags& flags) {
         "Cursor keeps user rules in its settings, not in files: no rule was written; "
         "`abox mcp install cursor` in a project adds .cursor/rules/abox.mdc there");
   }
-  if (flags.json) {
-    std::printf("%s\n", McpReportJson(*report, server).dump(2).c_str());
-  } else {
-    std::printf("%s", McpReportText(*report, server, /*installing=*/true).c_str());
-  }
-  return 0;
+  return PrintReport(flags, *report, server, /*installing=*/true);
 }
 
 int Uninstall(const Flags& flags) {
@@ -217,13 +222,7 @@ int Uninstall(const Flags& flags) {
   if (!report.ok()) {
     return Fail(report.status());
   }
-  McpServerCommand none;
-  if (flags.json) {
-    std::printf("%s\n", McpReportJson(*report, none).dump(2).c_str());
-  } else {
-    std::printf("%s", McpReportText(*report, none, /*installing=*/false).c_str());
-  }
-  return 0;
+  return PrintReport(flags, *report, McpServerCommand{}, /*installing=*/false);
 }
 
 int Status(const Flags& flags) {
