@@ -15,6 +15,7 @@
 #include "src/cli/flags.h"
 #include "src/cli/image_commands.h"
 #include "src/cli/log_commands.h"
+#include "src/cli/mcp_commands.h"
 #include "src/cli/output.h"
 #include "src/cli/run_command.h"
 #include "src/cli/sandbox_commands.h"
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
   abox::cli::AddWorkspaceCommands(app, &action);
   abox::cli::AddEgressCommands(app, &action);
   abox::cli::AddDaemonCommands(app, &action);
+  abox::cli::AddMcpCommands(app, &action);
   // Last: subcommands added after it would inherit it.
   app.footer(kAppFooter);
 
