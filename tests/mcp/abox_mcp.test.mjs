@@ -214,6 +214,8 @@ test("diffs the sandbox's changes; applying is the person's", async () => {
   const apply = await call("apply_changes", { sandbox });
   assert.equal(apply.isError, true);
   assert.match(apply.content[0].text, new RegExp(`abox apply ${sandbox}`));
+  assert.ok(!fs.existsSync(path.join(project, "src", "new.txt")),
+            "the model applied to the host without the person's --allow-apply");
 });
 
 test("a background command is read with a cursor", async () => {
