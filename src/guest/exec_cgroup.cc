@@ -30,7 +30,8 @@ void RemoveSpent(std::string dir) {
   if (!dir.empty()) {
     spent.push_back(std::move(dir));
   }
-  std::erase_if(spent, [](const std::string& d) { return ::rmdir(d.c_str()) == 0 || errno == ENOENT; });
+  std::erase_if(spent,
+                [](const std::string& d) { return ::rmdir(d.c_str()) == 0 || errno == ENOENT; });
 }
 
 }  // namespace
@@ -60,9 +61,7 @@ absl::StatusOr<std::unique_ptr<ExecCgroup>> ExecCgroup::Create(const std::string
   return std::unique_ptr<ExecCgroup>(new ExecCgroup(dir, std::move(procs), std::move(kill)));
 }
 
-void ExecCgroup::Kill() {
-  (void)!::pwrite(kill_.get(), "1", 1, 0);
-}
+void ExecCgroup::Kill() { (void)!::pwrite(kill_.get(), "1", 1, 0); }
 
 ExecCgroup::~ExecCgroup() {
   Kill();

@@ -85,7 +85,7 @@ absl::Status MakeRoomForGuestContent(WorkspaceState& state, const std::set<std::
         "or raise the quota"));
   }
   ABOX_ASSIGN_OR_RETURN(uint64_t free_bytes, budget.free_bytes ? budget.free_bytes(state.dir())
-                                                              : StatvfsFree(state.dir()));
+                                                               : StatvfsFree(state.dir()));
   if (free_bytes < need || free_bytes - need < budget.min_free_bytes) {
     return Refuse(absl::StrCat("fetching the sandbox's changed files needs up to ", Mib(need),
                                " but the disk holding ", state.dir(), " has ", Mib(free_bytes),

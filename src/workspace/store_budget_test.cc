@@ -36,9 +36,7 @@ class StoreBudgetTest : public ::testing::Test {
     state_ = *std::move(state);
     budget_.guest_bytes = 1000;
     budget_.min_free_bytes = 100;
-    budget_.free_bytes = [this](const std::string&) -> absl::StatusOr<uint64_t> {
-      return free_;
-    };
+    budget_.free_bytes = [this](const std::string&) -> absl::StatusOr<uint64_t> { return free_; };
   }
 
   // Stores `content` as the guest's (fetched) content; returns its digest.
@@ -72,8 +70,8 @@ TEST_F(StoreBudgetTest, ContentTheGuestStillHasCountsAndWhatItDroppedIsCollected
   std::string old_sha = Put(old_content);
   Manifest wanted = {{"new.bin", FileOf(std::string(500, 'n'))}};
   // The guest still has the old file: 600 held + 500 wanted > 1000.
-  absl::Status s = MakeRoomForGuestContent(*state_, {old_sha, wanted["new.bin"].sha256}, wanted,
-                                           budget_);
+  absl::Status s =
+      MakeRoomForGuestContent(*state_, {old_sha, wanted["new.bin"].sha256}, wanted, budget_);
   EXPECT_TRUE(IsStorageRefusal(s)) << s;
   EXPECT_THAT(s.message(), HasSubstr("come to 1100 bytes (500 bytes still to fetch)"));
   EXPECT_TRUE(state_->objects().Has(old_sha));
@@ -89,9 +87,9 @@ TEST_F(StoreBudgetTest, TheBaseAndKeptUndoBasesAreNeverCollectedNorCounted) {
   std::string undo_sha = Put(undo_content);
   std::string garbage_sha = Put("nobody refers to me");
   ASSERT_TRUE(state_->CommitSync({{"a.txt", FileOf(base_content)}}).ok());
-  ASSERT_TRUE(state_->SaveUndoBase("20261202-010203-abcdef", {"u.txt"},
-                                   {{"u.txt", FileOf(undo_content)}})
-                  .ok());
+  ASSERT_TRUE(
+      state_->SaveUndoBase("20261202-010203-abcdef", {"u.txt"}, {{"u.txt", FileOf(undo_content)}})
+          .ok());
   Manifest wanted = {{"new.bin", FileOf(std::string(900, 'n'))}};
   // 900 + 900 of the state's own content do not count against the guest's 1000.
   EXPECT_TRUE(MakeRoomForGuestContent(*state_, {base_sha}, wanted, budget_).ok());
