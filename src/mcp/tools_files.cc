@@ -27,7 +27,9 @@ constexpr char kReadScript[] =
 constexpr char kWriteScript[] =
     "f=\"$1\"; d=$(dirname -- \"$f\"); mkdir -p -- \"$d\" && cat > \"$f\"";
 // One line per entry: type (f, d, l, ...), size, path relative to $1; at most $3 + 1 lines.
+// A path starting with '-' gets "./" first: find would read it as an expression (`-delete`).
 constexpr char kListScript[] =
+    "case \"$1\" in -*) set -- \"./$1\" \"$2\" \"$3\";; esac; "
     "if [ ! -d \"$1\" ]; then echo \"$1 is not a directory\" >&2; exit 2; fi; "
     "find \"$1\" -mindepth 1 -maxdepth \"$2\" -printf '%y\\t%s\\t%P\\n' | head -n \"$3\"";
 
