@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -83,6 +84,25 @@ std::vector<std::string> Environ(pid_t pid) {
   return absl::StrSplit(*data, '\0', absl::SkipEmpty());
 }
 
+// Waits (up to 5 s) until the child `sleep` is in its sleep: right after execve it is still
+// starting (setlocale opens and closes locale files), and its descriptor table is not yet what
+// it keeps. Where the kernel hides wchan, waits a fixed 300 ms instead.
+void WaitUntilAsleep(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/wchan";
+  for (int i = 0; i < 500; ++i) {
+    absl::StatusOr<std::string> wchan = ReadFile(path);
+    if (wchan.ok() && absl::StrContains(*wchan, "nanosleep")) {
+      return;
+    }
+    if (wchan.ok() && *wchan == "0") {
+      ::usleep(300'000);
+      return;
+    }
+    ::usleep(10'000);
+  }
+  ADD_FAILURE() << "child " << pid << " did not reach its sleep within 5 s";
+}
+
 // Puts a copy of `fd` at `number` or above (without O_CLOEXEC unless asked), returns it.
 int DupAt(int fd, int number, bool cloexec) {
   int copy = ::fcntl(fd, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, number);
@@ -112,6 +132,7 @@ TEST(ChildProcessTest, CloseOtherFdsAndExplicitEnvLeaveTheChildOnlyWhatItWasGive
   o.close_other_fds = true;
   auto child = ChildProcess::Spawn(o);
   ASSERT_TRUE(child.ok()) << child.status();
+  WaitUntilAsleep(child->pid());
   EXPECT_EQ(OpenFds(child->pid()), (std::set<int>{0, 1, 2, kept_a.get(), kept_b.get()}));
   EXPECT_THAT(Environ(child->pid()), ::testing::ElementsAre("PATH=/usr/bin:/bin", "LANG=C.UTF-8"));
   child->KillAndReap();
@@ -122,6 +143,7 @@ TEST(ChildProcessTest, CloseOtherFdsAndExplicitEnvLeaveTheChildOnlyWhatItWasGive
   o.env.reset();
   auto leaky = ChildProcess::Spawn(o);
   ASSERT_TRUE(leaky.ok()) << leaky.status();
+  WaitUntilAsleep(leaky->pid());
   std::set<int> fds = OpenFds(leaky->pid());
   EXPECT_TRUE(fds.count(leak_low.get()) && fds.count(leak_mid.get()) && fds.count(leak_high.get()))
       << "the leak descriptors did not reach a child spawned without close_other_fds";

@@ -121,6 +121,7 @@ void Agent::HandleHello(const proto::Frame& frame) {
     // A host that lost its connection and reconnected before we saw the disconnect.
     Log("hello in an established session: the host restarted it");
     ResetSession();
+    channel_.DropPending();  // The previous session's output is not for this host.
     state_ = State::kAwaitHello;
   }
   absl::StatusOr<proto::Hello> theirs = proto::DecodeHello(frame.payload);

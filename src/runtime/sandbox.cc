@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -22,6 +23,12 @@ namespace {
 
 // Console logs of failed sandboxes kept in $ABOX_HOME/logs (oldest removed first).
 constexpr size_t kKeptFailureLogs = 20;
+
+// Attach(): handshakes tried, how long each but the last may take (a running guest answers in
+// milliseconds), and the pause after the first failed one (growing).
+constexpr int kAttachAttempts = 3;
+constexpr absl::Duration kAttachAttemptTimeout = absl::Seconds(3);
+constexpr absl::Duration kAttachRetryPause = absl::Milliseconds(400);
 
 // The first line of a console log that explains a crash, if any.
 std::string CrashLine(const std::string& console) {
@@ -167,23 +174,51 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Attach(
     (void)sb->Destroy();
     return absl::UnavailableError(absl::StrCat("the VM is gone: ", report));
   }
-  auto channel = base::ConnectUnixSocket(sb->vm_->agent_socket_path());
-  if (!channel.ok()) {
-    std::string report = sb->FailureReport();
-    (void)sb->Destroy();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot reconnect to the guest agent: ", channel.status().message(), "\n  ", report));
+  // A guest that did not see the previous host go (it reconnected within milliseconds) may
+  // still hold that session's half-sent frames, and a handshake through them fails. Closing
+  // the connection makes the guest see the disconnect and start clean, so the handshake is
+  // tried again after a pause the guest needs to notice it. Failures are only reported once
+  // a handshake succeeded: a failed attempt is not the sandbox failing.
+  auto attached = std::make_shared<std::atomic<bool>>(false);
+  auto report_failure = [attached, on_failure = std::move(on_failure)](const absl::Status& s) {
+    if (attached->load() && on_failure) {
+      on_failure(s);
+    }
+  };
+  absl::Time deadline = absl::Now() + timeout;
+  absl::Status last = absl::DeadlineExceededError("no handshake tried");
+  for (int attempt = 0;; ++attempt) {
+    auto channel = base::ConnectUnixSocket(sb->vm_->agent_socket_path());
+    if (!channel.ok()) {
+      std::string report = sb->FailureReport();
+      (void)sb->Destroy();
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reconnect to the guest agent: ", channel.status().message(), "\n  ", report));
+    }
+    ABOX_ASSIGN_OR_RETURN(
+        sb->agent_, AgentClient::Create(std::move(*channel),
+                                        {.on_failure = report_failure, .on_tunnel = on_tunnel}));
+    absl::Duration left = deadline - absl::Now();
+    bool last_attempt = attempt + 1 >= kAttachAttempts || left <= kAttachRetryPause * 2;
+    last = sb->agent_->WaitReady(last_attempt ? left : std::min(left, kAttachAttemptTimeout));
+    if (last.ok()) {
+      attached->store(true);
+      last = sb->agent_->failure();  // a failure just before `attached` was set
+      if (last.ok()) {
+        return sb;
+      }
+    }
+    if (last_attempt || !sb->vm_->IsRunning()) {
+      break;
+    }
+    sb->agent_.reset();  // disconnects: the guest drops what it held of that session
+    absl::SleepFor(kAttachRetryPause * (attempt + 1));
   }
-  ABOX_ASSIGN_OR_RETURN(
-      sb->agent_, AgentClient::Create(std::move(*channel), {.on_failure = std::move(on_failure),
-                                                            .on_tunnel = std::move(on_tunnel)}));
-  if (auto s = sb->agent_->WaitReady(timeout); !s.ok()) {
-    sb->agent_->Fail(s);
-    std::string report = sb->FailureReport();
-    (void)sb->Destroy();
-    return absl::UnavailableError(absl::StrCat("the guest agent did not answer again: ", report));
-  }
-  return sb;
+  attached->store(false);
+  sb->agent_->Fail(last);
+  std::string report = sb->FailureReport();
+  (void)sb->Destroy();
+  return absl::UnavailableError(absl::StrCat("the guest agent did not answer again: ", report));
 }
 
 absl::Status Sandbox::Detach() {

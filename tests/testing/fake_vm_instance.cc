@@ -10,9 +10,11 @@
 #include <cerrno>
 #include <csignal>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/guest/agent.h"
 #include "src/guest/channel.h"
@@ -165,11 +167,17 @@ std::string FakeVmInstance::ServeUntilEnd(int listen) {
       return absl::StrCat("fake VM failed: ", base::ErrnoError("accept4").message());
     }
     int n;
+    std::string stale;
     {
       std::lock_guard<std::mutex> lock(mu_);
       n = ++connections_;
+      stale = std::exchange(stale_bytes_, "");
     }
     Console(absl::StrCat("abox-guest: host connected (connection ", n, ")"));
+    if (!stale.empty()) {
+      // What a real guest that missed the previous host's disconnect may still send.
+      (void)base::WriteAll(conn.get(), stale);
+    }
     absl::StatusOr<guest::Channel> channel =
         guest::Channel::Adopt(std::move(conn), guest::ChannelKind::kStream);
     if (!channel.ok()) {
@@ -197,6 +205,11 @@ std::string FakeVmInstance::ServeUntilEnd(int listen) {
         break;  // The guest keeps serving: the host may reconnect.
     }
   }
+}
+
+void FakeVmInstance::LeaveStaleBytes(std::string bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stale_bytes_ = std::move(bytes);
 }
 
 }  // namespace abox::testing

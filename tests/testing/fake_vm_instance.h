@@ -86,6 +86,8 @@ class FakeVmInstance final {
 
   // Appends a line to console.log, within the spec's limit (beyond it lines are dropped).
   void Console(const std::string& line);
+  // The next host connection first receives `bytes`, before the agent serves it.
+  void LeaveStaleBytes(std::string bytes);
 
  private:
   // The VM thread: boot, then one Agent per host connection until the VM ends.
@@ -106,6 +108,7 @@ class FakeVmInstance final {
   bool attached_ = false;       // guarded by mu_
   bool cleaned_up_ = false;     // guarded by mu_
   int connections_ = 0;         // guarded by mu_
+  std::string stale_bytes_;     // guarded by mu_
   base::UniqueFd console_;      // guarded by mu_
   uint64_t console_bytes_ = 0;  // guarded by mu_
   base::Pipe stop_;             // set before the thread starts, closed by End() after the join

@@ -378,6 +378,15 @@ absl::Status FakeVmm::AppendConsole(const std::string& run_dir_or_id, const std:
   return absl::OkStatus();
 }
 
+absl::Status FakeVmm::LeaveStaleBytes(const std::string& run_dir_or_id, std::string bytes) {
+  ABOX_ASSIGN_OR_RETURN(std::shared_ptr<FakeVmInstance> vm, Registry::Get().Find(run_dir_or_id));
+  if (!vm) {
+    return absl::NotFoundError(absl::StrCat("no fake VM ", run_dir_or_id));
+  }
+  vm->LeaveStaleBytes(std::move(bytes));
+  return absl::OkStatus();
+}
+
 std::optional<FakeVmInfo> FakeVmm::Find(const std::string& run_dir_or_id) {
   absl::StatusOr<std::shared_ptr<FakeVmInstance>> vm = Registry::Get().Find(run_dir_or_id);
   if (!vm.ok() || !*vm) {

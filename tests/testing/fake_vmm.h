@@ -101,6 +101,9 @@ class FakeVmm final : public vmm::Vmm {
                             const std::string& reason = "QEMU killed by signal 9 (SIGKILL)");
   // Appends `line` to the VM's console log (e.g. a kernel panic line for a failure report).
   static absl::Status AppendConsole(const std::string& run_dir_or_id, const std::string& line);
+  // The VM's next host connection first receives `bytes` (e.g. the tail of a frame of the
+  // previous session, which a real guest that missed the disconnect may still send).
+  static absl::Status LeaveStaleBytes(const std::string& run_dir_or_id, std::string bytes);
   // The VM by run_dir or id, if the registry has it.
   [[nodiscard]] static std::optional<FakeVmInfo> Find(const std::string& run_dir_or_id);
   // Every VM in the registry (running or exited but not yet stopped), by run_dir.

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -15,7 +16,9 @@
 #include "gtest/gtest.h"
 #include "src/base/io.h"
 #include "src/base/unix_socket.h"
+#include "src/proto/frame.h"
 #include "src/runtime/agent_client.h"
+#include "src/runtime/sandbox.h"
 #include "src/vmm/shim_protocol.h"
 
 namespace abox::testing {
@@ -278,6 +281,63 @@ TEST_F(FakeVmmTest, DetachedVmOutlivesItsVmmAndAnotherVmmAttachesAndReconnects) 
   EXPECT_EQ(second.calls().attach, 2);
   EXPECT_EQ(second.calls().stop, 1);
   EXPECT_THAT(FakeVmm::LiveVms(), SizeIs(0));
+}
+
+TEST_F(FakeVmmTest, SandboxAttachGetsPastTheStaleTailOfThePreviousSessionByReconnecting) {
+  // A daemon killed with -9 and restarted within milliseconds: the guest may not have seen the
+  // disconnect and still sends what it held of the old session, here the header of a frame
+  // whose 64 KiB payload never comes. The first handshake waits in vain; the reconnect, which
+  // the guest does notice, starts clean.
+  std::string run_dir;
+  {
+    FakeVmm first;
+    auto vm = first.StartVm(Spec("stale", /*tie_to_caller=*/false));
+    ASSERT_TRUE(vm.ok()) << vm.status();
+    run_dir = (*vm)->run_dir();
+    ASSERT_TRUE((*vm)->Detach().ok());
+  }
+  std::string frame =
+      proto::EncodeFrame(proto::FrameType::kStdout, 1, 0, std::string(proto::kMaxPayload, 'x'));
+  ASSERT_TRUE(FakeVmm::LeaveStaleBytes(run_dir, frame.substr(0, proto::kHeaderSize + 10)).ok());
+  FakeVmm second;
+  base::HostLayout layout{.home = dir_ + "/home", .cache_dir = dir_ + "/cache"};
+  std::atomic<int> failures = 0;
+  auto sandbox = runtime::Sandbox::Attach(
+      second, "stale", run_dir, absl::Seconds(30), [&](const absl::Status&) { ++failures; },
+      nullptr, layout);
+  ASSERT_TRUE(sandbox.ok()) << sandbox.status();
+  EXPECT_EQ(FakeVmm::Find(run_dir)->connections, 2);
+  EXPECT_EQ(failures, 0) << "a failed handshake attempt was reported as the sandbox failing";
+  auto r = RunShell((*sandbox)->agent(), "echo attached");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->out, "attached\n");
+  EXPECT_TRUE((*sandbox)->Destroy().ok());
+}
+
+TEST_F(FakeVmmTest, SandboxAttachGivesUpWithTheReasonWhenNoHandshakeSucceeds) {
+  std::string run_dir;
+  {
+    FakeVmm first;
+    auto vm = first.StartVm(Spec("mute", /*tie_to_caller=*/false));
+    ASSERT_TRUE(vm.ok()) << vm.status();
+    run_dir = (*vm)->run_dir();
+    ASSERT_TRUE((*vm)->Detach().ok());
+  }
+  // A frame before the guest's hello, on every connection the deadline allows.
+  std::string junk = proto::EncodeFrame(proto::FrameType::kStdout, 1, 0, "old output");
+  ASSERT_TRUE(FakeVmm::LeaveStaleBytes(run_dir, junk).ok());
+  FakeVmm second;
+  base::HostLayout layout{.home = dir_ + "/home", .cache_dir = dir_ + "/cache"};
+  std::atomic<int> failures = 0;
+  // A deadline too short for a second attempt: one handshake, refused, and the reason.
+  auto sandbox = runtime::Sandbox::Attach(
+      second, "mute", run_dir, absl::Milliseconds(500), [&](const absl::Status&) { ++failures; },
+      nullptr, layout);
+  ASSERT_FALSE(sandbox.ok());
+  EXPECT_THAT(sandbox.status().message(), HasSubstr("did not answer again"));
+  EXPECT_THAT(sandbox.status().message(), HasSubstr("before the handshake"));
+  EXPECT_FALSE(FakeVmm::Find(run_dir).has_value()) << "a sandbox that did not answer is stopped";
+  EXPECT_EQ(failures, 0);
 }
 
 TEST_F(FakeVmmTest, AttachRefusesTiedVmsAndDirsWithoutAVm) {
