@@ -200,6 +200,32 @@ absl::StatusOr<EgressDecision> DecodeEgressDecision(const nlohmann::json& value)
   return d;
 }
 
+nlohmann::json ToJson(const EgressAsk& a) { return {{"name", a.name}, {"reason", a.reason}}; }
+
+absl::StatusOr<EgressAsk> DecodeEgressAsk(absl::string_view body) {
+  ABOX_ASSIGN_OR_RETURN(nlohmann::json object, Body(body));
+  Reader r(object);
+  EgressAsk a;
+  r.RequiredString("name", &a.name, 300);
+  r.RequiredString("reason", &a.reason, kMaxAskReasonBytes);
+  ABOX_RETURN_IF_ERROR(r.Finish());
+  return a;
+}
+
+nlohmann::json ToJson(const EgressAskAnswer& a) {
+  return {{"request", ToJson(a.request)}, {"allowed", a.allowed}, {"queue_full", a.queue_full}};
+}
+
+absl::StatusOr<EgressAskAnswer> DecodeEgressAskAnswer(const nlohmann::json& value) {
+  AnswerReader r(value);
+  EgressAskAnswer a;
+  r.Object("request", [&](AnswerReader& q) { ReadRequest(q, a.request); });
+  r.Bool("allowed", &a.allowed);
+  r.Bool("queue_full", &a.queue_full);
+  ABOX_RETURN_IF_ERROR(r.status());
+  return a;
+}
+
 nlohmann::json ToJson(const EgressIgnored& i) {
   return {{"name", i.name}, {"requests_changed", i.requests_changed}};
 }

@@ -113,6 +113,27 @@ struct EgressDecision {
 [[nodiscard]] nlohmann::json ToJson(const EgressDecision& decision);
 [[nodiscard]] absl::StatusOr<EgressDecision> DecodeEgressDecision(const nlohmann::json& value);
 
+// POST /v1/sandboxes/{id}/egress/ask: an agent asks for a name, with its reason for the person.
+inline constexpr size_t kMaxAskReasonBytes = 500;
+struct EgressAsk {
+  std::string name;    // NAME, NAME:PORT or ADDRESS:PORT
+  std::string reason;  // shown to the person in the review queue
+  friend bool operator==(const EgressAsk&, const EgressAsk&) = default;
+};
+[[nodiscard]] nlohmann::json ToJson(const EgressAsk& ask);
+[[nodiscard]] absl::StatusOr<EgressAsk> DecodeEgressAsk(absl::string_view body);
+
+// Its answer: the request as it stands (pending: waiting for the person; approved /
+// approved_once: allowed; denied / ignored: a decision the person made before).
+struct EgressAskAnswer {
+  EgressRequest request;
+  bool allowed = false;     // the sandbox's policy already allows it: nothing was queued
+  bool queue_full = false;  // the sandbox's queue is full: nothing was queued
+  friend bool operator==(const EgressAskAnswer&, const EgressAskAnswer&) = default;
+};
+[[nodiscard]] nlohmann::json ToJson(const EgressAskAnswer& answer);
+[[nodiscard]] absl::StatusOr<EgressAskAnswer> DecodeEgressAskAnswer(const nlohmann::json& value);
+
 // The answer of /v1/egress/ignore.
 struct EgressIgnored {
   std::string name;

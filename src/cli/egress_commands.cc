@@ -201,6 +201,21 @@ int Log(const Options& o) {
   });
 }
 
+// The queue's REASON column: a refusal's reason, or an agent's ask with its words.
+constexpr size_t kReasonColumn = 70;
+
+// `text` cut to `max` bytes on a UTF-8 character boundary, "..." marking a cut.
+std::string Cut(const std::string& text, size_t max) {
+  if (text.size() <= max) {
+    return text;
+  }
+  size_t end = max - 3;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+    --end;
+  }
+  return text.substr(0, end) + "...";
+}
+
 int Queue(const Options& o) {
   if (!o.args.empty()) {
     return Usage("usage: abox egress queue [--all] [--json]");
@@ -228,7 +243,8 @@ int Queue(const Options& o) {
     for (const api::EgressRequest& q : queue->requests) {
       rows.push_back({q.sandbox, q.name, q.port == 0 ? "(dns)" : std::to_string(q.port),
                       std::to_string(q.count),
-                      q.last_seen ? FormatAge(now - *q.last_seen) + " ago" : "", q.state});
+                      q.last_seen ? FormatAge(now - *q.last_seen) + " ago" : "", q.state,
+                      Cut(q.reason, kReasonColumn)});
     }
     // Sandbox ids are the daemon's own (hex), never the guest's text.
     std::string footer = EgressQueueFooter(*queue);
@@ -238,7 +254,8 @@ int Queue(const Options& o) {
     }
     std::fputs(
         ForTerminal(stdout,
-                    FormatTable({"SANDBOX", "NAME", "PORT", "COUNT", "LAST SEEN", "STATE"}, rows))
+                    FormatTable({"SANDBOX", "NAME", "PORT", "COUNT", "LAST SEEN", "STATE", "REASON"},
+                                rows))
             .c_str(),
         stdout);
     if (!o.all) {

@@ -256,6 +256,66 @@ TEST_F(EgressApiTest, DeniedAndIgnoredNamesLeaveTheQueueAndStayDenied) {
   EXPECT_EQ(Call("GET", "/v1/egress/queue?bogus=1").status, 400);
 }
 
+// An agent asks for a name with a reason: it waits in the queue with the reason until a person
+// approves it; nothing is allowed by the ask itself.
+TEST_F(EgressApiTest, AnAgentsAskWaitsInTheQueueWithItsReasonUntilAPersonDecides) {
+  StartDaemon();
+  FakeHttpUpstream upstream;
+  std::string id = Create();
+  std::string ask = absl::StrCat("/v1/sandboxes/", id, "/egress/ask");
+  std::string name_port = absl::StrCat(kUpstream, ":", upstream.port());
+  Response asked =
+      Call("POST", ask, {{"name", name_port}, {"reason", "fetch the test fixtures\n\x1b[31m"}});
+  ASSERT_EQ(asked.status, 200) << asked.body;
+  EXPECT_EQ(asked.Json()["request"]["state"], "pending");
+  EXPECT_EQ(asked.Json()["allowed"], false);
+  EXPECT_EQ(asked.Json()["queue_full"], false);
+  ASSERT_EQ(Queue().size(), 1u);
+  EXPECT_EQ(Queue()[0]["name"], "upstream.test");
+  EXPECT_EQ(Queue()[0]["port"], upstream.port());
+  // The guest's text, one printable line.
+  EXPECT_EQ(Queue()[0]["reason"], "asked by the agent: fetch the test fixtures  [31m");
+  // Asking is not allowing.
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("403"));
+  EXPECT_EQ(upstream.accepted(), 0);
+
+  ASSERT_EQ(Call("POST", absl::StrCat("/v1/sandboxes/", id, "/egress/approve"),
+                 {{"name", name_port}, {"once", false}})
+                .status,
+            200);
+  EXPECT_TRUE(Queue().empty());
+  EXPECT_THAT(Fetch(id, upstream.port()), HasSubstr("hello"));
+  // Asking again for what the policy allows queues nothing.
+  Response again = Call("POST", ask, {{"name", name_port}, {"reason", "again"}});
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.Json()["allowed"], true);
+  EXPECT_TRUE(Queue().empty());
+
+  // A denial stands: asking does not reopen it.
+  ASSERT_EQ(Call("POST", absl::StrCat("/v1/sandboxes/", id, "/egress/deny"),
+                 {{"name", "other.example"}})
+                .status,
+            200);
+  Response denied = Call("POST", ask, {{"name", "other.example"}, {"reason", "please"}});
+  ASSERT_EQ(denied.status, 200) << denied.body;
+  EXPECT_EQ(denied.Json()["request"]["state"], "denied");
+  EXPECT_TRUE(Queue().empty());
+
+  // Bad asks say what is wrong.
+  EXPECT_EQ(Call("POST", ask, {{"name", "x.example"}}).status, 400);  // no reason
+  EXPECT_EQ(Call("POST", ask, {{"name", "x.example"}, {"reason", "  "}}).status, 400);
+  Response address = Call("POST", ask, {{"name", "192.0.2.10"}, {"reason", "db"}});
+  EXPECT_EQ(address.status, 400);
+  EXPECT_THAT(address.body, HasSubstr("ADDRESS:PORT"));
+  EXPECT_EQ(Call("POST", ask, {{"name", "bad name!"}, {"reason", "x"}}).status, 400);
+  EXPECT_EQ(Call("POST", ask, {{"name", "x.example"}, {"reason", std::string(501, 'r')}}).status,
+            400);
+  EXPECT_EQ(Call("POST", "/v1/sandboxes/nope/egress/ask", {{"name", "x.example"}, {"reason", "x"}})
+                .status,
+            404);
+  EXPECT_TRUE(Queue().empty());
+}
+
 // A guest making up names floods only its own sandbox's review queue: past the cap every name
 // is still refused (403) and logged, but counted instead of queued, and the API and the other
 // sandbox's queue say so.

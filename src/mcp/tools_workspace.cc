@@ -111,41 +111,92 @@ absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json&
     return nlohmann::json{
         {"granted", true},
         {"pending", false},
+        {"state", "approved"},
         {"message", absl::StrCat("added the rule ", name, " to sandbox ", *id, "'s egress policy")},
         {"person_commands", nlohmann::json::array()}};
   }
-  // The review queue fills when the policy refuses a name; the API has no way to add one, so
-  // this says whether the sandbox's attempt is already waiting and what the person runs.
-  std::fprintf(stderr, "abox-mcp: egress request for sandbox %s: %s (%s)\n", id->c_str(),
-               name.c_str(), reason.c_str());
-  absl::StatusOr<nlohmann::json> queue =
-      JsonOf(ApiGet(env, ctx, client::WithQuery("/v1/egress/queue", {{"sandbox", *id}})));
-  if (!queue.ok()) {
-    return queue;
+  // The person decides: the ask waits in the review queue (`abox egress queue`) with the
+  // reason, and this call waits for the decision as long as the model allowed.
+  absl::StatusOr<nlohmann::json> asked =
+      JsonOf(ApiPost(env, ctx, client::SandboxPath(*id, "/egress/ask"),
+                     api::ToJson(api::EgressAsk{.name = name, .reason = reason})));
+  if (!asked.ok()) {
+    return asked.status();
   }
-  bool pending = false;
-  if (queue->contains("requests") && (*queue)["requests"].is_array()) {
-    for (const auto& r : (*queue)["requests"]) {
-      pending = pending || (r.is_object() && r.value("name", "") == name);
-    }
+  absl::StatusOr<api::EgressAskAnswer> answer = api::DecodeEgressAskAnswer(*asked);
+  if (!answer.ok()) {
+    return answer.status();
   }
+  if (answer->allowed) {
+    return nlohmann::json{
+        {"granted", true},
+        {"pending", false},
+        {"state", "allowed"},
+        {"message", absl::StrCat("the sandbox's egress policy already allows ", name, " (",
+                                 answer->request.reason, "): retry the command")},
+        {"person_commands", nlohmann::json::array()}};
+  }
+  if (answer->queue_full) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the sandbox's review queue is full, so ", answer->request.name,
+        " was not queued: ask the person to review the queue (abox egress queue)"));
+  }
+  // The commands name what aboxd checked and normalised, never the model's text.
+  std::string key = answer->request.name;
+  std::string target = answer->request.port == 443 || answer->request.port == 0
+                           ? key
+                           : absl::StrCat(key, ":", answer->request.port);
   std::vector<std::string> commands = {
       "abox egress queue",
-      absl::StrCat("abox egress approve ", *id, " ", name, " --once"),
-      absl::StrCat("abox egress approve ", *id, " ", name, " --always"),
+      absl::StrCat("abox egress approve ", *id, " ", target, " --always"),
+      absl::StrCat("abox egress approve ", *id, " ", target, " --once"),
+      absl::StrCat("abox egress deny ", *id, " ", target),
   };
-  std::string message =
-      pending ? absl::StrCat(name, " is in the review queue (the sandbox tried it). ")
-              : absl::StrCat(name,
-                             " is not in the review queue yet: it gets there when the "
-                             "sandbox tries to connect to it. ");
-  absl::StrAppend(&message, "Widening the network is the person's decision: ask them to allow ",
-                  name, " (because: ", reason.empty() ? "no reason given" : reason,
-                  ") with one of person_commands, then retry.");
-  return nlohmann::json{{"granted", false},
-                        {"pending", pending},
+  std::string state = answer->request.state;
+  absl::Time deadline = absl::Now() + absl::Seconds(IntArg(args, "wait_seconds", 40));
+  if (state == "pending") {
+    ProgressTicker ticker(ctx, absl::StrCat("waiting for the person to allow or deny ", name,
+                                            " (abox egress queue)"));
+    while (state == "pending" && absl::Now() < deadline && !ctx.cancelled()) {
+      absl::SleepFor(absl::Milliseconds(300));
+      absl::StatusOr<nlohmann::json> queue = JsonOf(ApiGet(
+          env, ctx, client::WithQuery("/v1/egress/queue", {{"sandbox", *id}, {"all", "true"}})));
+      if (!queue.ok()) {
+        return queue.status();
+      }
+      absl::StatusOr<api::EgressQueue> decoded = api::DecodeEgressQueue(*queue);
+      if (!decoded.ok()) {
+        return decoded.status();
+      }
+      for (const api::EgressRequest& r : decoded->requests) {
+        if (r.name == key) {
+          state = r.state;
+        }
+      }
+    }
+  }
+  bool granted = state == "approved" || state == "approved_once";
+  std::string message;
+  if (state == "approved") {
+    message = absl::StrCat("the person allowed ", name, ": retry the command");
+  } else if (state == "approved_once") {
+    message = absl::StrCat("the person allowed one connection to ", name,
+                           ": retry the command once; ask again if it needs more");
+  } else if (state == "pending") {
+    message = absl::StrCat(
+        name, " is waiting in the person's review queue (abox egress queue) with your reason; "
+              "no decision yet. Tell the person, and call egress_request again to wait for it.");
+  } else {
+    message = absl::StrCat("the person ", state == "ignored" ? "ignores requests for " : "denied ",
+                           name, ": do not ask again; find a way without it or ask the person.");
+  }
+  return nlohmann::json{{"granted", granted},
+                        {"pending", state == "pending"},
+                        {"state", state},
                         {"message", message},
-                        {"person_commands", commands}};
+                        {"person_commands", granted || state != "pending"
+                                                ? nlohmann::json::array()
+                                                : nlohmann::json(commands)}};
 }
 
 nlohmann::json LooseObject(std::vector<std::string> required) {
@@ -201,21 +252,27 @@ std::vector<Tool> WorkspaceTools(ToolEnv& env) {
   tools.push_back(
       Tool{"egress_request",
            "Ask for network access",
-           "Asks the person to allow the sandbox to reach a host name (NAME, NAME:PORT or a preset "
-           "such as preset:npm), giving the reason. Unless abox-mcp runs with "
-           "--allow-egress-changes the person decides: the answer says whether the request is "
-           "queued and the commands they run.",
+           "Asks the person to let the sandbox reach a host (NAME, NAME:PORT; 443 when no "
+           "port), giving the reason, when a download or request failed because the egress "
+           "policy refused it (see egress_log). The request waits in the person's review "
+           "queue; this waits up to wait_seconds for their decision. granted: retry the "
+           "command. pending: tell the person, call again later. denied: do without it.",
            ObjectSchema({{"sandbox", SandboxProp()},
-                         {"name", Prop("string", "The host name (or NAME:PORT, preset:NAME).")},
-                         {"reason", Prop("string", "Why the sandbox needs it, for the person.")}},
+                         {"name", Prop("string", "The host name, or NAME:PORT.")},
+                         {"reason", Prop("string", "Why the sandbox needs it, for the person "
+                                                   "(one line, at most 500 bytes).")},
+                         {"wait_seconds", IntProp("How long to wait for the decision "
+                                                  "(default 40).",
+                                                  0, 50)}},
                         {"sandbox", "name", "reason"}),
            {{"type", "object"},
             {"properties",
              {{"granted", {{"type", "boolean"}}},
               {"pending", {{"type", "boolean"}}},
+              {"state", {{"type", "string"}}},
               {"message", {{"type", "string"}}},
               {"person_commands", {{"type", "array"}, {"items", {{"type", "string"}}}}}}},
-            {"required", {"granted", "pending", "message", "person_commands"}}},
+            {"required", {"granted", "pending", "state", "message", "person_commands"}}},
            Annotations(false, false, true, true),
            [&env](const nlohmann::json& a, CallContext& c) { return EgressRequest(env, a, c); }});
   return tools;

@@ -299,6 +299,17 @@ absl::Status AddEgressRoutes(http::Router& router, Services& services) {
         return api::ToJson(api::EgressDecision{
             .request = RequestOf(result.request), .rule = result.rule, .note = result.note});
       }));
+  ABOX_RETURN_IF_ERROR(AddJsonRoute(
+      router, svc, "POST", "/v1/sandboxes/{id}/egress/ask",
+      [svc](Request& req) -> absl::StatusOr<nlohmann::json> {
+        ABOX_RETURN_IF_ERROR(CheckQuery(req, {}));
+        ABOX_ASSIGN_OR_RETURN(api::EgressAsk ask, api::DecodeEgressAsk(req.body));
+        ABOX_ASSIGN_OR_RETURN(std::string id, SandboxId(svc, req));
+        ABOX_ASSIGN_OR_RETURN(AskResult result, svc->egress->Ask(id, ask.name, ask.reason));
+        return api::ToJson(api::EgressAskAnswer{.request = RequestOf(result.request),
+                                                .allowed = result.allowed,
+                                                .queue_full = result.queue_full});
+      }));
   ABOX_RETURN_IF_ERROR(
       AddJsonRoute(router, svc, "POST", "/v1/sandboxes/{id}/egress/deny",
                    [svc](Request& req) -> absl::StatusOr<nlohmann::json> {

@@ -60,6 +60,15 @@ struct ApprovalResult {
   std::string note;
 };
 
+// What an agent's ask did.
+struct AskResult {
+  // The request as it stands: pending (waiting for a person), approved / approved_once, or a
+  // decision made before (denied, ignored) which the ask does not reopen.
+  store::EgressRequest request;
+  bool allowed = false;     // the sandbox's effective policy already allows it: nothing queued
+  bool queue_full = false;  // the sandbox's queue is full: nothing queued
+};
+
 // "rule 127.0.0.1:5432 lets the sandbox reach the HOST's loopback ..." for each loopback
 // address rule in `rules` (admitted only with allow_loopback); also logged when set.
 [[nodiscard]] std::vector<std::string> LoopbackWarnings(const std::vector<net::Rule>& rules);
@@ -114,6 +123,12 @@ class EgressService final {
   // never filled in. Loopback addresses and single-label names cannot be approved.
   [[nodiscard]] absl::StatusOr<ApprovalResult> Approve(const std::string& sandbox_id,
                                                        absl::string_view name, bool once);
+  // An agent (e.g. through abox-mcp) asks for `name` (as Approve takes it; a name without a
+  // port means 443) with `reason`: it enters the review queue as a refusal would put it there,
+  // the reason kept for the person, and an egress_pending event is published. A name the
+  // sandbox may reach already is not queued; a denial or an ignore stands.
+  [[nodiscard]] absl::StatusOr<AskResult> Ask(const std::string& sandbox_id, absl::string_view name,
+                                              absl::string_view reason);
   [[nodiscard]] absl::StatusOr<store::EgressRequest> Deny(const std::string& sandbox_id,
                                                           absl::string_view name);
   // Leaves `name` denied everywhere and takes it out of the queue. Returns requests changed.
