@@ -1,7 +1,7 @@
 // The real Claude Code CLI (headless, `claude -p`) with abox-mcp registered by
 // `abox mcp install claude --project`, against a scripted fake Anthropic Messages server on
 // loopback: the "model" creates a sandbox, runs a command in it and removes it. Run by run.sh.
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -46,16 +46,11 @@ function text(content) {
   return (content ?? []).map((c) => (c.type === "text" ? c.text : JSON.stringify(c))).join("\n");
 }
 
-let world;
-let server;
-after(async () => {
-  await server?.close();
-  if (world) await h.cleanup(world);
-});
+const session = h.session();
 
 test("Claude Code runs abox tools in a VM, and their results reach the model", async () => {
   h.checkInputs();
-  world = h.makeWorld("cc");
+  const world = (session.world = h.makeWorld("cc"));
   const probe = h.makeProbe(world);
   const offered = [];       // the tool names of each agent request
   const loaded = [];        // mcp__abox__exec as sent after ToolSearch loaded it
@@ -65,7 +60,7 @@ test("Claude Code runs abox tools in a VM, and their results reach the model", a
   const seen = new Set();   // tool_use ids whose result is in `results`
   let verifiedInSandbox = false;
 
-  server = await h.startServer(async (req, body, res) => {
+  const server = (session.server = await h.startServer(async (req, body, res) => {
     if (req.method === "HEAD" || req.method === "GET") {
       res.writeHead(200);
       res.end();
@@ -135,7 +130,7 @@ test("Claude Code runs abox tools in a VM, and their results reach the model", a
     reply(res, body, `msg_${step}`,
           { type: "tool_use", id: `toolu_abox_${step}`, name: turn.name, input: turn.args },
           "tool_use");
-  });
+  }));
 
   // Registration as a person does it: the real installer, in the project.
   const install = await h.abox(world, ["mcp", "install", "claude", "--project", world.project]);
@@ -153,20 +148,12 @@ test("Claude Code runs abox tools in a VM, and their results reach the model", a
     MCP_TOOL_TIMEOUT: "90000",
   };
   const allowed = ["sandbox_create", "exec", "sandbox_remove"].map((t) => `mcp__abox__${t}`);
-  const started = Date.now();
-  const r = await h.run(CLAUDE, ["-p", "Run the probe in an abox sandbox.",
-                                 "--allowedTools", allowed.join(","),
-                                 "--output-format", "text"],
-                        { env, cwd: world.project, timeoutMs: 90000 });
-  const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  const log = `claude exit ${r.code} (${r.signal ?? ""}) after ${seconds}s\nstdout: ${r.stdout}\n` +
-              `stderr: ${r.stderr}\ntool calls: ${JSON.stringify([...calls.values()])}\n` +
-              `tool results: ${JSON.stringify(results, null, 1)}\n` +
-              `abox tools presented: ${JSON.stringify(presented)}`;
-  console.log(log);
-  if (process.env.AGENTS_E2E_DUMP) {
-    fs.writeFileSync(process.env.AGENTS_E2E_DUMP, JSON.stringify(server.requests, null, 1));
-  }
+  const { r, log } = await h.runAgent("claude", CLAUDE,
+                                      ["-p", "Run the probe in an abox sandbox.",
+                                       "--allowedTools", allowed.join(","),
+                                       "--output-format", "text"],
+                                      { env, cwd: world.project, timeoutMs: 90000 },
+                                      { server, calls, results, presented });
   assert.deepEqual(server.errors, [], `the fake server's checks\n${log}`);
   assert.ok(offered.length > 0, `Claude Code sent an agent request with tools\n${log}`);
   const aboxCalls = [...calls.values()].filter((c) => c.name.startsWith("mcp__abox__"));
@@ -185,9 +172,5 @@ test("Claude Code runs abox tools in a VM, and their results reach the model", a
   assert.match(created.text, new RegExp(world.sandbox), "sandbox_create's result names it");
   assert.ok(verifiedInSandbox, "the test checked the sandbox while it ran");
   h.assertRanInGuest(world, probe, h.parseProbeOutput(exec.text));
-
-  // The model removed its sandbox through the tool.
-  const ls = await h.abox(world, ["ls", "-a", "-q"]);
-  assert.equal(ls.code, 0, ls.stderr);
-  assert.equal(ls.stdout.trim(), "", "no sandbox is left");
+  await h.assertNoSandboxLeft(world);
 });

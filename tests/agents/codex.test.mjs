@@ -2,7 +2,7 @@
 // `abox mcp install codex --global` (CODEX_HOME in a throwaway HOME), against a scripted fake
 // Responses API server on loopback: the "model" creates a sandbox, runs a command in it and
 // removes it. Run by run.sh.
-import { test, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
@@ -31,16 +31,11 @@ function outputText(output) {
   return JSON.stringify(output);
 }
 
-let world;
-let server;
-after(async () => {
-  await server?.close();
-  if (world) await h.cleanup(world);
-});
+const session = h.session();
 
 test("Codex runs abox tools in a VM, and their results reach the model", async () => {
   h.checkInputs();
-  world = h.makeWorld("cx");
+  const world = (session.world = h.makeWorld("cx"));
   const probe = h.makeProbe(world);
   const presented = [];     // the abox tools of the first request, as Codex named them
   const results = [];       // [{name, text}] tool outputs, in the order they came back
@@ -48,7 +43,7 @@ test("Codex runs abox tools in a VM, and their results reach the model", async (
   const seen = new Set();   // call ids whose output is in `results`
   let verifiedInSandbox = false;
 
-  server = await h.startServer(async (req, body, res) => {
+  const server = (session.server = await h.startServer(async (req, body, res) => {
     if (req.method !== "POST" || !req.url.startsWith("/v1/responses")) {
       res.writeHead(404, { "content-type": "application/json" });
       res.end(JSON.stringify({ error: { message: `no ${req.method} ${req.url} here` } }));
@@ -100,7 +95,7 @@ test("Codex runs abox tools in a VM, and their results reach the model", async (
     h.sse(res, responseEvents(`resp_${step}`, {
       type: "function_call", id: `fc_${step}`, call_id: `call_abox_${step}`,
       namespace: "mcp__abox", name: turn.name, arguments: JSON.stringify(turn.args) }));
-  });
+  }));
 
   // Codex reads the provider from the same config.toml the installer edits: the provider comes
   // first (top-level keys must precede every table), then the installer appends its table.
@@ -126,25 +121,17 @@ test("Codex runs abox tools in a VM, and their results reach the model", async (
   assert.match(toml, /^\[mcp_servers\.abox\]$/m);
   assert.ok(toml.includes(`command = "${h.ABOX_MCP}"`), toml);
 
-  const started = Date.now();
   // Codex asks before calling an MCP tool annotated destructive or open-world (abox's exec and
   // sandbox_remove), and `codex exec` never asks: it refuses ("MCP tool call requires approval,
   // but approval policy is never"). Approving exactly those two tools for this run is the
   // person's consent, as Claude Code's --allowedTools is; the config file stays as written.
   const approve = ["exec", "sandbox_remove"].flatMap(
     (t) => ["-c", `mcp_servers.abox.tools.${t}.approval_mode="approve"`]);
-  const r = await h.run(CODEX, ["exec", "--skip-git-repo-check", ...approve,
-                                "Run the probe in an abox sandbox."],
-                        { env: world.env, cwd: world.project, timeoutMs: 90000 });
-  const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  const log = `codex exit ${r.code} (${r.signal ?? ""}) after ${seconds}s\nstdout: ${r.stdout}\n` +
-              `stderr: ${r.stderr}\ntool calls: ${JSON.stringify([...calls.values()])}\n` +
-              `tool results: ${JSON.stringify(results, null, 1)}\n` +
-              `abox tools presented: ${JSON.stringify(presented)}`;
-  console.log(log);
-  if (process.env.AGENTS_E2E_DUMP) {
-    fs.writeFileSync(process.env.AGENTS_E2E_DUMP, JSON.stringify(server.requests, null, 1));
-  }
+  const { r, log } = await h.runAgent("codex", CODEX,
+                                      ["exec", "--skip-git-repo-check", ...approve,
+                                       "Run the probe in an abox sandbox."],
+                                      { env: world.env, cwd: world.project, timeoutMs: 90000 },
+                                      { server, calls, results, presented });
   assert.deepEqual(server.errors, [], `the fake server's checks\n${log}`);
   assert.ok(server.requests.length > 0, `Codex called the fake Responses API\n${log}`);
   assert.equal(server.requests[0].headers.authorization, "Bearer fake", log);
@@ -161,9 +148,5 @@ test("Codex runs abox tools in a VM, and their results reach the model", async (
   assert.ok(verifiedInSandbox, "the test checked the sandbox while it ran");
   h.assertRanInGuest(world, probe, h.parseProbeOutput(exec.text));
   assert.match(removed.text, /removed/, log);
-
-  // The model removed its sandbox through the tool.
-  const ls = await h.abox(world, ["ls", "-a", "-q"]);
-  assert.equal(ls.code, 0, ls.stderr);
-  assert.equal(ls.stdout.trim(), "", "no sandbox is left");
+  await h.assertNoSandboxLeft(world);
 });

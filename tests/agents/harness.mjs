@@ -1,12 +1,12 @@
 // Shared by the agent CLI tests: a throwaway world (HOME, project, abox home with the test image),
 // the scripted "model" both fake servers play, the check that the command ran in the guest and
 // not on the host, and the cleanup that leaves no sandbox, daemon or VM behind.
+import { after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
-import os from "node:os";
 import path from "node:path";
 
 export const ABOX = process.env.ABOX_BIN;
@@ -49,16 +49,14 @@ export function makeWorld(tag) {
 }
 
 // Runs a command to its end; kills its whole process group after `timeoutMs`.
-export function run(cmd, args, { env, cwd, timeoutMs = 60000, input } = {}) {
+export function run(cmd, args, { env, cwd, timeoutMs = 60000 } = {}) {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { env, cwd, detached: true,
-                                     stdio: [input === undefined ? "ignore" : "pipe", "pipe",
-                                             "pipe"] });
+                                     stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
-    if (input !== undefined) child.stdin.end(input);
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -231,4 +229,38 @@ export function assertRanInGuest(world, probe, seen) {
   assert.ok(!fs.existsSync(probe.marker), `${probe.marker} does not exist on the host`);
 }
 
-export { os };
+// The test's world and fake server, closed and cleaned up after the test whatever its outcome.
+export function session() {
+  const s = { world: null, server: null };
+  after(async () => {
+    await s.server?.close();
+    if (s.world) await cleanup(s.world);
+  });
+  return s;
+}
+
+// Runs the agent CLI; returns its result and a log of the run and of what the fake model saw
+// (printed, and in every assertion message). AGENTS_E2E_DUMP=FILE also writes every request
+// the fake server received to FILE.
+export async function runAgent(name, cmd, args, options, seen) {
+  const started = Date.now();
+  const r = await run(cmd, args, options);
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  const log = `${name} exit ${r.code} (${r.signal ?? ""}) after ${seconds}s\n` +
+              `stdout: ${r.stdout}\nstderr: ${r.stderr}\n` +
+              `tool calls: ${JSON.stringify([...seen.calls.values()])}\n` +
+              `tool results: ${JSON.stringify(seen.results, null, 1)}\n` +
+              `abox tools presented: ${JSON.stringify(seen.presented)}`;
+  console.log(log);
+  if (process.env.AGENTS_E2E_DUMP) {
+    fs.writeFileSync(process.env.AGENTS_E2E_DUMP, JSON.stringify(seen.server.requests, null, 1));
+  }
+  return { r, log };
+}
+
+// The model removed its sandbox through the tool: none is left, in any state.
+export async function assertNoSandboxLeft(world) {
+  const ls = await abox(world, ["ls", "-a", "-q"]);
+  assert.equal(ls.code, 0, ls.stderr);
+  assert.equal(ls.stdout.trim(), "", "no sandbox is left");
+}
