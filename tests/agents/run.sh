@@ -12,7 +12,7 @@ if [ $# -ne 3 ] || { [ "$1" != claude ] && [ "$1" != codex ]; }; then
 fi
 for tool in node npm; do
   if ! command -v "$tool" >/dev/null; then
-    echo "agents_$1_e2e: '$tool' is missing: install Node.js >= 20 with npm" \
+    echo "tests/agents ($1): '$tool' is missing: install Node.js >= 20 with npm" \
          "(scripts/install-deps.sh does)" >&2
     exit 1
   fi
