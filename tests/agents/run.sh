@@ -5,11 +5,14 @@
 # never skips, when node or npm is missing.
 #   run.sh claude|codex ABOX ABOX_MCP
 set -euo pipefail
-cd "$(dirname "$0")"
 if [ $# -ne 3 ] || { [ "$1" != claude ] && [ "$1" != codex ]; }; then
   echo "usage: run.sh claude|codex ABOX ABOX_MCP" >&2
   exit 2
 fi
+# Absolute before the cd, so that paths relative to the caller work too.
+abox=$(realpath -e -- "$2")
+abox_mcp=$(realpath -e -- "$3")
+cd "$(dirname "$0")"
 for tool in node npm; do
   if ! command -v "$tool" >/dev/null; then
     echo "tests/agents ($1): '$tool' is missing: install Node.js >= 20 with npm" \
@@ -25,7 +28,7 @@ if ! installed; then
   installed || npm ci --no-audit --no-fund >&2
   exec 9>&-
 fi
-export ABOX_BIN="$2" ABOX_MCP_BIN="$3"
+export ABOX_BIN="$abox" ABOX_MCP_BIN="$abox_mcp"
 case "$1" in
   claude) exec node --test claude_code.test.mjs ;;
   codex) exec node --test codex.test.mjs ;;
