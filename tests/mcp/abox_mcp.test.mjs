@@ -5,6 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -273,6 +274,63 @@ test("cancelling a call kills its command in the guest", async () => {
   await client.ping();
 });
 
+// One request to aboxd's API over its unix socket, as the person's abox CLI would make it.
+function api(method, target, body) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: socket, method, path: target,
+                               headers: { "content-type": "application/json" } }, (res) => {
+      let data = "";
+      res.on("data", (d) => (data += d));
+      res.on("end", () => resolve({ status: res.statusCode, json: data ? JSON.parse(data) : null }));
+    });
+    req.on("error", reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+test("asking to allow a name waits for the person's approval on the host", async () => {
+  const progress = [];
+  const asking = call("egress_request",
+                      { sandbox, name: "files.example.org", reason: "download the fixtures",
+                        wait_seconds: 30 },
+                      { onprogress: (p) => progress.push(p), timeout: 60000 });
+  // The person sees it in the review queue, with the reason, and approves it.
+  let queued;
+  assert.ok(await eventually(async () => {
+    const q = await api("GET", `/v1/egress/queue?sandbox=${sandbox}`);
+    queued = q.json.requests.find((r) => r.name === "files.example.org");
+    return queued !== undefined;
+  }), "the ask reached the review queue");
+  assert.equal(queued.state, "pending");
+  assert.equal(queued.reason, "asked by the agent: download the fixtures");
+  let policy = await api("GET", `/v1/sandboxes/${sandbox}/egress/policy`);
+  assert.ok(!JSON.stringify(policy.json).includes("files.example.org"), "allowed before approval");
+  await new Promise((r) => setTimeout(r, 1500));  // the call is still waiting meanwhile
+  const approved = await api("POST", `/v1/sandboxes/${sandbox}/egress/approve`,
+                             { name: "files.example.org", once: false });
+  assert.equal(approved.status, 200, JSON.stringify(approved.json));
+  const answer = await asking;
+  assert.equal(answer.isError, false, JSON.stringify(answer));
+  assert.equal(answer.structuredContent.granted, true);
+  assert.equal(answer.structuredContent.state, "approved");
+  assert.ok(progress.length >= 1, "progress while waiting for the person");
+  policy = await api("GET", `/v1/sandboxes/${sandbox}/egress/policy`);
+  assert.ok(policy.json.allow.includes("files.example.org"), JSON.stringify(policy.json));
+
+  // A denial is an answer too.
+  const denying = call("egress_request", { sandbox, name: "evil.example.net", reason: "exfil",
+                                           wait_seconds: 30 }, { timeout: 60000 });
+  assert.ok(await eventually(async () => {
+    const q = await api("GET", `/v1/egress/queue?sandbox=${sandbox}`);
+    return q.json.requests.some((r) => r.name === "evil.example.net");
+  }));
+  await api("POST", `/v1/sandboxes/${sandbox}/egress/deny`, { name: "evil.example.net" });
+  const denied = await denying;
+  assert.equal(denied.structuredContent.granted, false);
+  assert.equal(denied.structuredContent.state, "denied");
+  assert.equal(denied.structuredContent.pending, false);
+});
+
 test("errors say what to do next", async () => {
   const unknown = await call("sandbox_inspect", { sandbox: "no-such-sandbox" });
   assert.equal(unknown.isError, true);
@@ -280,11 +338,17 @@ test("errors say what to do next", async () => {
   const bad = await call("exec", { sandbox, argv: ["true"], shell: "true" });
   assert.equal(bad.isError, true);
   const egress = await call("egress_request", { sandbox, name: "pypi.org",
-                                                reason: "pip install requests" });
+                                                reason: "pip install requests",
+                                                wait_seconds: 0 });
   assert.equal(egress.isError, false, JSON.stringify(egress));
   assert.equal(egress.structuredContent.granted, false);
+  assert.equal(egress.structuredContent.pending, true);
   assert.ok(egress.structuredContent.person_commands.includes(
       `abox egress approve ${sandbox} pypi.org --once`));
+  const badName = await call("egress_request", { sandbox, name: "pypi.org; rm -rf ~",
+                                                 reason: "x", wait_seconds: 0 });
+  assert.equal(badName.isError, true);
+  assert.match(badName.content[0].text, /NAME:PORT/);
   const widen = await call("sandbox_create", { egress_mode: "open", workspace: false });
   assert.equal(widen.isError, true);
   assert.match(widen.content[0].text, /--allow-egress-changes/);
