@@ -1,8 +1,10 @@
 #include "src/mcp/errors.h"
 
 #include <array>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/api/errors.h"
 #include "src/mcp/json_rpc.h"
 
 namespace abox::mcp {
@@ -45,9 +47,32 @@ constexpr std::array<McpErrorKind, 16> kTable = {{
     {C::kUnknown, kInternalError, "error", "Check the message above."},
 }};
 
+// aboxd's stable error codes whose status code's row would point the model the wrong way
+// (both come as kResourceExhausted, which otherwise means the cpu / memory budget).
+constexpr std::array<std::pair<absl::string_view, McpErrorKind>, 2> kByApiCode = {{
+    {api::kInsufficientStorage,
+     {C::kResourceExhausted, kInternalError, "no_storage",
+      "The host will not take in more of this sandbox's changes (numbers above): delete what "
+      "should not come back (build outputs, caches, downloads) in the sandbox, or narrow the "
+      "diff to the paths you need; the person can raise `aboxd --workspace-quota` or free "
+      "disk."}},
+    {api::kPayloadTooLarge,
+     {C::kResourceExhausted, kInvalidParams, "too_large",
+      "Send less in one call: split the content, or write big files from a command in the "
+      "sandbox (exec)."}},
+}};
+
 }  // namespace
 
 const McpErrorKind& McpErrorKindOf(const absl::Status& status) {
+  if (!status.ok() && status.code() == C::kResourceExhausted) {
+    absl::string_view api_code = api::ErrorKindOf(status).code;
+    for (const auto& [name, row] : kByApiCode) {
+      if (name == api_code) {
+        return row;
+      }
+    }
+  }
   C code = status.ok() ? C::kInternal : status.code();
   for (const McpErrorKind& row : kTable) {
     if (row.code == code) {

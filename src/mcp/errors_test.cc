@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/api/errors.h"
 #include "src/mcp/json_rpc.h"
 
 namespace abox::mcp {
@@ -41,6 +42,22 @@ TEST(McpErrorsTest, AToolErrorResultSaysWhatFailedAndWhatToDo) {
   EXPECT_THAT(text, HasSubstr("sandbox_list"));
   EXPECT_THAT(ToolErrorText(absl::ResourceExhaustedError("8 of 8 vCPUs in use")),
               HasSubstr("8 of 8 vCPUs in use\nNext: The host's budget is full"));
+}
+
+TEST(McpErrorsTest, AboxdsStorageAndSizeRefusalsAreNotTheCapacityBudget) {
+  // Both reach the client as kResourceExhausted with aboxd's stable code attached (507, 413).
+  absl::Status storage = api::WithErrorCode(
+      absl::ResourceExhaustedError("the sandbox's changes need 5 GiB; the quota is 4 GiB"),
+      api::kInsufficientStorage);
+  EXPECT_EQ(McpErrorKindOf(storage).label, "no_storage");
+  EXPECT_THAT(ToolErrorText(storage), HasSubstr("--workspace-quota"));
+  EXPECT_THAT(ToolErrorText(storage), ::testing::Not(HasSubstr("budget is full")));
+  absl::Status large =
+      api::WithErrorCode(absl::ResourceExhaustedError("body over 16 MiB"), api::kPayloadTooLarge);
+  EXPECT_EQ(McpErrorKindOf(large).label, "too_large");
+  EXPECT_EQ(McpErrorKindOf(large).json_rpc_code, kInvalidParams);
+  // Without a code it is still the budget.
+  EXPECT_EQ(McpErrorKindOf(absl::ResourceExhaustedError("8 of 8 vCPUs")).label, "no_capacity");
 }
 
 TEST(McpErrorsTest, ProtocolErrorsTakeTheirJsonRpcCodeFromTheTable) {
