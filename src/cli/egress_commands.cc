@@ -253,9 +253,9 @@ int Queue(const Options& o) {
       return 0;
     }
     std::fputs(
-        ForTerminal(stdout,
-                    FormatTable({"SANDBOX", "NAME", "PORT", "COUNT", "LAST SEEN", "STATE", "REASON"},
-                                rows))
+        ForTerminal(
+            stdout,
+            FormatTable({"SANDBOX", "NAME", "PORT", "COUNT", "LAST SEEN", "STATE", "REASON"}, rows))
             .c_str(),
         stdout);
     if (!o.all) {

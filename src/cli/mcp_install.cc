@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <optional>
 
@@ -29,6 +30,10 @@ bool IsBlank(std::string_view text) {
   return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
+// abox-mcp's tools annotated destructive whose effects stay inside sandboxes.
+constexpr std::array<absl::string_view, 6> kSandboxOnlyDestructiveTools = {
+    "exec", "exec_start", "exec_signal", "write_file", "sandbox_stop", "sandbox_remove"};
+
 std::string TomlBlock(const McpServerCommand& server) {
   std::vector<std::string> args;
   for (const std::string& arg : server.args) {
@@ -41,7 +46,12 @@ std::string TomlBlock(const McpServerCommand& server) {
       "startup_timeout_sec = 20\n",
       "# Tool calls answer within about 50 s (longer commands return a handle to poll), but\n",
       "# sandbox_create boots a VM and copies the workspace: allow a slow first boot.\n",
-      "tool_timeout_sec = 120\n");
+      "tool_timeout_sec = 120\n",
+      "# These act only inside sandboxes: Codex runs them without asking each time (it asks\n",
+      "# before tools annotated destructive). apply_changes, which writes the host, still asks.\n",
+      absl::StrJoin(kSandboxOnlyDestructiveTools, "", [](std::string* out, absl::string_view tool) {
+        absl::StrAppend(out, "tools.", tool, ".approval_mode = \"approve\"\n");
+      }));
 }
 
 // Records of $ABOX_HOME/mcp-installs.json: what the first install found, per file.

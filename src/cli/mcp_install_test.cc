@@ -207,6 +207,11 @@ TEST_F(McpInstallTest, CodexKeepsCommentsAndOtherServersByteForByte) {
                                    "\"\nargs = [\"--allow-apply\"]\n"));
   EXPECT_THAT(installed, HasSubstr("startup_timeout_sec = 20\n"));
   EXPECT_THAT(installed, HasSubstr("tool_timeout_sec = 120\n"));
+  // Sandbox-only tools run without a prompt each time; the one that writes the host still asks.
+  EXPECT_THAT(installed, HasSubstr("tools.exec.approval_mode = \"approve\"\n"));
+  EXPECT_THAT(installed, HasSubstr("tools.sandbox_remove.approval_mode = \"approve\"\n"));
+  EXPECT_THAT(installed, Not(HasSubstr("tools.apply_changes")));
+  EXPECT_TRUE(CheckToml("c", installed).ok());
   absl::StatusOr<std::optional<TomlServer>> read = ReadTomlServer("c", installed, "abox");
   ASSERT_TRUE(read.ok() && read->has_value()) << read.status();
   EXPECT_EQ((*read)->command, server_.command);
@@ -351,7 +356,7 @@ TEST_F(McpInstallTest, CodexTableWrittenByHandIsReplacedInPlace) {
   Install(McpClient::kCodex, McpScope::kGlobal);
   std::string installed = Read(paths_.codex_home / "config.toml");
   EXPECT_THAT(installed, StartsWith("# mine\n# Written by `abox mcp install codex`"));
-  EXPECT_THAT(installed, HasSubstr("tool_timeout_sec = 120\n" + after));
+  EXPECT_THAT(installed, HasSubstr("tools.sandbox_remove.approval_mode = \"approve\"\n" + after));
   EXPECT_THAT(installed, Not(HasSubstr("/old/abox-mcp")));
   // Uninstall puts the person's own table back.
   Uninstall(McpClient::kCodex, McpScope::kGlobal);

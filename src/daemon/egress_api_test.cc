@@ -292,10 +292,10 @@ TEST_F(EgressApiTest, AnAgentsAskWaitsInTheQueueWithItsReasonUntilAPersonDecides
   EXPECT_TRUE(Queue().empty());
 
   // A denial stands: asking does not reopen it.
-  ASSERT_EQ(Call("POST", absl::StrCat("/v1/sandboxes/", id, "/egress/deny"),
-                 {{"name", "other.example"}})
-                .status,
-            200);
+  ASSERT_EQ(
+      Call("POST", absl::StrCat("/v1/sandboxes/", id, "/egress/deny"), {{"name", "other.example"}})
+          .status,
+      200);
   Response denied = Call("POST", ask, {{"name", "other.example"}, {"reason", "please"}});
   ASSERT_EQ(denied.status, 200) << denied.body;
   EXPECT_EQ(denied.Json()["request"]["state"], "denied");

@@ -137,9 +137,9 @@ absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json&
         {"person_commands", nlohmann::json::array()}};
   }
   if (answer->queue_full) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the sandbox's review queue is full, so ", answer->request.name,
-        " was not queued: ask the person to review the queue (abox egress queue)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the sandbox's review queue is full, so ", answer->request.name,
+                     " was not queued: ask the person to review the queue (abox egress queue)"));
   }
   // The commands name what aboxd checked and normalised, never the model's text.
   std::string key = answer->request.name;
@@ -184,19 +184,20 @@ absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json&
                            ": retry the command once; ask again if it needs more");
   } else if (state == "pending") {
     message = absl::StrCat(
-        name, " is waiting in the person's review queue (abox egress queue) with your reason; "
-              "no decision yet. Tell the person, and call egress_request again to wait for it.");
+        name,
+        " is waiting in the person's review queue (abox egress queue) with your reason; "
+        "no decision yet. Tell the person, and call egress_request again to wait for it.");
   } else {
     message = absl::StrCat("the person ", state == "ignored" ? "ignores requests for " : "denied ",
                            name, ": do not ask again; find a way without it or ask the person.");
   }
-  return nlohmann::json{{"granted", granted},
-                        {"pending", state == "pending"},
-                        {"state", state},
-                        {"message", message},
-                        {"person_commands", granted || state != "pending"
-                                                ? nlohmann::json::array()
-                                                : nlohmann::json(commands)}};
+  return nlohmann::json{
+      {"granted", granted},
+      {"pending", state == "pending"},
+      {"state", state},
+      {"message", message},
+      {"person_commands",
+       granted || state != "pending" ? nlohmann::json::array() : nlohmann::json(commands)}};
 }
 
 nlohmann::json LooseObject(std::vector<std::string> required) {
@@ -259,8 +260,9 @@ std::vector<Tool> WorkspaceTools(ToolEnv& env) {
            "command. pending: tell the person, call again later. denied: do without it.",
            ObjectSchema({{"sandbox", SandboxProp()},
                          {"name", Prop("string", "The host name, or NAME:PORT.")},
-                         {"reason", Prop("string", "Why the sandbox needs it, for the person "
-                                                   "(one line, at most 500 bytes).")},
+                         {"reason", Prop("string",
+                                         "Why the sandbox needs it, for the person "
+                                         "(one line, at most 500 bytes).")},
                          {"wait_seconds", IntProp("How long to wait for the decision "
                                                   "(default 40).",
                                                   0, 50)}},

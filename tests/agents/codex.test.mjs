@@ -121,14 +121,15 @@ test("Codex runs abox tools in a VM, and their results reach the model", async (
   assert.match(toml, /^\[mcp_servers\.abox\]$/m);
   assert.ok(toml.includes(`command = "${h.ABOX_MCP}"`), toml);
 
-  // Codex asks before calling an MCP tool annotated destructive or open-world (abox's exec and
-  // sandbox_remove), and `codex exec` never asks: it refuses ("MCP tool call requires approval,
-  // but approval policy is never"). Approving exactly those two tools for this run is the
-  // person's consent, as Claude Code's --allowedTools is; the config file stays as written.
-  const approve = ["exec", "sandbox_remove"].flatMap(
-    (t) => ["-c", `mcp_servers.abox.tools.${t}.approval_mode="approve"`]);
+  // Codex asks before calling an MCP tool annotated destructive (abox's exec, sandbox_remove),
+  // and `codex exec` never asks: it refuses ("MCP tool call requires approval, but approval
+  // policy is never"). The installer approves the tools that act only inside sandboxes, so
+  // the run needs nothing more; apply_changes, which writes the host, is left to ask.
+  assert.match(toml, /^tools\.exec\.approval_mode = "approve"$/m, toml);
+  assert.match(toml, /^tools\.sandbox_remove\.approval_mode = "approve"$/m, toml);
+  assert.doesNotMatch(toml, /^tools\.apply_changes/m, toml);
   const { r, log } = await h.runAgent("codex", CODEX,
-                                      ["exec", "--skip-git-repo-check", ...approve,
+                                      ["exec", "--skip-git-repo-check",
                                        "Run the probe in an abox sandbox."],
                                       { env: world.env, cwd: world.project, timeoutMs: 90000 },
                                       { server, calls, results, presented });

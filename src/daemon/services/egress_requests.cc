@@ -203,11 +203,9 @@ absl::StatusOr<AskResult> EgressService::Ask(const std::string& sandbox_id, absl
   result.request = outcome.request;
   result.queue_full = outcome.dropped;
   if (outcome.newly_pending) {
-    events_.Publish(sandbox_id, kEgressPendingEvent,
-                    {{"name", target.key},
-                     {"port", port},
-                     {"count", outcome.request.count},
-                     {"asked", true}});
+    events_.Publish(
+        sandbox_id, kEgressPendingEvent,
+        {{"name", target.key}, {"port", port}, {"count", outcome.request.count}, {"asked", true}});
   }
   return result;
 }
