@@ -4,12 +4,14 @@
 //   1. GET /v1/sandboxes over the unix socket: one keep-alive connection, then 4 at once;
 //   2. an exec of `true` through the daemon against the same exec through the runtime library
 //      in this process, interleaved (daemon, direct, daemon, direct ...) to cancel drift;
-//   3. `abox exec ID -- true` (the real CLI binary) against the guest's own fork -> reap time.
+//   3. `abox exec ID -- true` (the real CLI binary) against the guest's own fork -> reap time;
+//   4. an `exec` of `true` as an MCP tool call on one abox-mcp session, interleaved with
+//      `abox exec` runs, and the size of abox-mcp's tool list.
 // Everything it created is removed at the end (DELETE ?force=true, aboxd stopped, home removed).
 // Prints a Markdown table for docs/BENCHMARKS.md and, with --json FILE, the raw numbers.
 //
-//   daemon_bench [--aboxd PATH] [--abox PATH] [--list-requests N] [--list-seconds S]
-//                [--exec-pairs N] [--cli-runs N] [--json FILE]
+//   daemon_bench [--aboxd PATH] [--abox PATH] [--abox-mcp PATH] [--list-requests N]
+//                [--list-seconds S] [--exec-pairs N] [--cli-runs N] [--mcp-runs N] [--json FILE]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -36,6 +38,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/daemon_fixture.h"
+#include "bench/mcp_bench.h"
 #include "nlohmann/json.hpp"
 #include "src/base/child_process.h"
 #include "src/base/host_layout.h"
@@ -49,7 +52,10 @@ using abox::bench::BenchHome;
 using abox::bench::Call;
 using abox::bench::Connect;
 using abox::bench::CpuMicros;
+using abox::bench::McpBenchResult;
+using abox::bench::MeasureMcpAgainstCli;
 using abox::bench::SelfDir;
+using abox::bench::TimeCli;
 using abox::http::httptest::HttpTestClient;
 using abox::http::httptest::Response;
 namespace fs = std::filesystem;
@@ -313,6 +319,8 @@ std::optional<std::pair<std::vector<double>, std::vector<double>>> CompareVms(
 struct Flags {
   std::string aboxd = SelfDir() + "/aboxd";
   std::string abox = SelfDir() + "/abox";
+  std::string abox_mcp = SelfDir() + "/abox-mcp";
+  int mcp_runs = 30;
   int list_requests = 20000;
   double list_seconds = 5;
   int exec_pairs = 300;
@@ -329,6 +337,10 @@ Flags ParseFlags(int argc, char** argv) {
       f.aboxd = argv[++i];
     } else if (a == "--abox" && has_value) {
       f.abox = argv[++i];
+    } else if (a == "--abox-mcp" && has_value) {
+      f.abox_mcp = argv[++i];
+    } else if (a == "--mcp-runs" && has_value) {
+      f.mcp_runs = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--list-requests" && has_value) {
       f.list_requests = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--list-seconds" && has_value) {
@@ -341,8 +353,9 @@ Flags ParseFlags(int argc, char** argv) {
       f.json_path = argv[++i];
     } else {
       std::fprintf(stderr,
-                   "usage: daemon_bench [--aboxd PATH] [--abox PATH] [--list-requests N] "
-                   "[--list-seconds S] [--exec-pairs N] [--cli-runs N] [--json FILE]\n"
+                   "usage: daemon_bench [--aboxd PATH] [--abox PATH] [--abox-mcp PATH] "
+                   "[--list-requests N] [--list-seconds S] [--exec-pairs N] [--cli-runs N] "
+                   "[--mcp-runs N] [--json FILE]\n"
                    "Runs with the images of $ABOX_HOME (default ~/.local/share/abox).\n");
       std::exit(2);  // NOLINT(concurrency-mt-unsafe)
     }
@@ -517,31 +530,6 @@ std::optional<double> RunExecBench(const BenchHome& home, const std::string& san
 }
 
 // Runs the CLI once with a deadline; returns its wall time in ms, or an error with its stderr.
-absl::StatusOr<double> TimeCli(const BenchHome& home, const std::vector<std::string>& argv) {
-  std::string err_path = home.path() + "/cli.err";
-  int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (err < 0) {
-    return absl::InternalError("cannot open " + err_path);
-  }
-  abox::base::SpawnOptions options;
-  options.argv = argv;
-  options.stderr_fd = err;
-  auto t0 = Clock::now();
-  auto child = abox::base::ChildProcess::Spawn(options);
-  ::close(err);
-  if (!child.ok()) {
-    return child.status();
-  }
-  auto ended = child->Wait(std::chrono::seconds(60));
-  double ms = Ms(Clock::now() - t0);
-  if (!ended.ok() || ended->ShellCode() != 0) {
-    auto text = abox::base::ReadFile(err_path, 4096);
-    return absl::InternalError(absl::StrCat(ended.ok() ? ended->ToString() : "no exit within 60 s",
-                                            ": ", text.ok() ? *text : ""));
-  }
-  return ms;
-}
-
 // 3. `abox exec ID -- true` through the real CLI, if this build has the command.
 void RunCliBench(const BenchHome& home, const std::string& sandbox, double guest_med,
                  const Flags& flags, Report& report) {
@@ -581,6 +569,40 @@ void RunCliBench(const BenchHome& home, const std::string& sandbox, double guest
       absl::StrFormat("%.1f ms (%.1f)", Percentile(cli, 0.5), Percentile(cli, 0.9)));
   report.Row("against the guest's own fork→reap of `true` (from 2), median",
              absl::StrFormat("%.2f ms", guest_med));
+}
+
+// 4. An exec of `true` as an MCP tool call (one abox-mcp session) against `abox exec`,
+// interleaved; and what the tool list costs a client's context.
+void RunMcpBench(const BenchHome& home, const std::string& sandbox, const Flags& flags,
+                 Report& report) {
+  McpBenchResult m = MeasureMcpAgainstCli(flags.abox_mcp, flags.abox, home, sandbox, flags.mcp_runs,
+                                          g_interrupted);
+  if (!m.skip.empty()) {
+    std::fprintf(stderr, "daemon_bench: SKIPPED the MCP measurement: %s\n", m.skip.c_str());
+    report.json["mcp_exec"] = {{"skipped", m.skip}};
+    report.Row("MCP `exec` of `true`", "skipped (see stderr)");
+    return;
+  }
+  double mcp = Percentile(m.mcp_ms, 0.5);
+  double cli = Percentile(m.cli_ms, 0.5);
+  report.json["mcp_exec"] = {{"pairs", m.mcp_ms.size()},
+                             {"mcp_wall_ms", Summary(m.mcp_ms)},
+                             {"cli_wall_ms", Summary(m.cli_ms)},
+                             {"tools", m.tools},
+                             {"tools_list_bytes", m.tools_bytes},
+                             {"raw_mcp_ms", m.mcp_ms},
+                             {"raw_cli_ms", m.cli_ms}};
+  report.Row(absl::StrFormat("MCP `exec` of `true` (tools/call on one abox-mcp session, request "
+                             "written to result read), median (p90) of %zu",
+                             m.mcp_ms.size()),
+             absl::StrFormat("%.1f ms (%.1f)", mcp, Percentile(m.mcp_ms, 0.9)));
+  report.Row("`abox exec ID -- true` interleaved with it, median (p90)",
+             absl::StrFormat("%.1f ms (%.1f)", cli, Percentile(m.cli_ms, 0.9)));
+  report.Row("MCP minus CLI, medians", absl::StrFormat("%+.1f ms", mcp - cli),
+             absl::StrCat("within 5 ms: ", Goal(mcp - cli <= 5.0)));
+  report.Row(absl::StrFormat("tools/list: %zu tools, compact JSON of `tools`", m.tools),
+             absl::StrFormat("%zu bytes (~%zu tokens at ~4 bytes per token)", m.tools_bytes,
+                             m.tools_bytes / 4));
 }
 
 }  // namespace
@@ -681,6 +703,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   RunCliBench(home, sandboxes[0], *guest_med, flags, report);
+  RunMcpBench(home, sandboxes[0], flags, report);
   finished = true;
   std::move(teardown).Invoke();
 

@@ -151,4 +151,30 @@ std::string SelfDir() {
   return ec ? "." : self.parent_path().string();
 }
 
+absl::StatusOr<double> TimeCli(const BenchHome& home, const std::vector<std::string>& argv) {
+  std::string err_path = home.path() + "/cli.err";
+  int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (err < 0) {
+    return absl::InternalError("cannot open " + err_path);
+  }
+  base::SpawnOptions options;
+  options.argv = argv;
+  options.stderr_fd = err;
+  auto t0 = std::chrono::steady_clock::now();
+  auto child = base::ChildProcess::Spawn(options);
+  ::close(err);
+  if (!child.ok()) {
+    return child.status();
+  }
+  auto ended = child->Wait(std::chrono::seconds(60));
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!ended.ok() || ended->ShellCode() != 0) {
+    auto text = base::ReadFile(err_path, 4096);
+    return absl::InternalError(absl::StrCat(ended.ok() ? ended->ToString() : "no exit within 60 s",
+                                            ": ", text.ok() ? *text : ""));
+  }
+  return ms;
+}
+
 }  // namespace abox::bench

@@ -59,4 +59,8 @@ double CpuMicros(pid_t pid);
 // The directory of this executable (where the build puts aboxd and abox too).
 std::string SelfDir();
 
+// Runs `argv` (stdout to /dev/null, stderr kept in the home for the error) and returns its
+// wall time, spawn to exit, in milliseconds; an error when it fails or runs over 60 s.
+absl::StatusOr<double> TimeCli(const BenchHome& home, const std::vector<std::string>& argv);
+
 }  // namespace abox::bench

@@ -17,10 +17,10 @@ bin="build/$preset/bin"
 targets=(abox abox-shim abox-guest)
 case "$which" in
   runtime) targets+=(runtime_bench) ;;
-  daemon) targets+=(aboxd daemon_bench) ;;
+  daemon) targets+=(aboxd abox-mcp daemon_bench) ;;
   workspace) targets+=(workspace_bench) ;;
   egress) targets+=(egress_bench) ;;
-  all) targets+=(runtime_bench aboxd daemon_bench workspace_bench egress_bench) ;;
+  all) targets+=(runtime_bench aboxd abox-mcp daemon_bench workspace_bench egress_bench) ;;
 esac
 cmake --build --preset "$preset" --target "${targets[@]}" >/dev/null
 "$bin/abox" image build >/dev/null
