@@ -126,7 +126,9 @@ void Connection::OnHeader(ErrorCode ec) {
     if (it != message.end()) {
       authorization = absl::string_view(it->value().data(), it->value().size());
     }
-    if (absl::Status s = CheckBearerToken(authorization, core_.options.tcp_bearer_token); !s.ok()) {
+    if (absl::Status s =
+            CheckBearerToken(authorization, core_.options.tcp_bearer_token, core_.options.name);
+        !s.ok()) {
       FailRequest(
           s, {{"WWW-Authenticate", absl::StrCat("Bearer realm=\"", core_.options.name, "\"")}});
       return;

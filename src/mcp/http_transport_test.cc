@@ -161,6 +161,7 @@ TEST_F(HttpTransportTest, BearerTokenIsRequired) {
   Response missing = Post(InitializeRequest(), {{"Authorization", ""}});
   EXPECT_EQ(missing.status, 401);
   EXPECT_THAT(missing.Header("WWW-Authenticate").value_or(""), HasSubstr("Bearer"));
+  EXPECT_THAT(missing.body, HasSubstr("the token abox-mcp was started with"));
   Response wrong =
       Post(InitializeRequest(), {{"Authorization", "Bearer fedcba9876543210fedcba9876543210"}});
   EXPECT_EQ(wrong.status, 401);
