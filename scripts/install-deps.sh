@@ -26,7 +26,8 @@ PACKAGES=(
   # tests only: the loopback upstreams of the egress tests (openssl s_server, python3 http.server)
   openssl python3
 )
-# tests only: the MCP SDK client test (tests/mcp) runs on Node.js with npm. Debian's nodejs and
+# tests only: the MCP SDK client test (tests/mcp) and the MCP conformance suite
+# (tests/mcp_conformance, Node >= 20) run on Node.js with npm. Debian's nodejs and
 # npm, unless a node is already installed (e.g. NodeSource's, whose nodejs package has npm
 # built in and conflicts with Debian's npm).
 if ! command -v node >/dev/null; then

@@ -33,7 +33,8 @@ LAYERS = {
     # that the client sends and decodes.
     "cli": ["base", "api", "client", "runtime", "image", "vmm", "proto", "workspace"],
     # abox-mcp is a client of the API like the CLI, and nothing more: no VM, image or guest code.
-    "mcp": ["base", "api", "client"],
+    # It serves MCP over Streamable HTTP with the same HTTP server as aboxd (src/http).
+    "mcp": ["base", "api", "client", "http"],
 }
 
 # (including file, folder it may reach anyway): reason. Each is a debt with its way out.

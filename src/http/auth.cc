@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <string>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -38,9 +40,10 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }
 
 absl::Status CheckBearerToken(std::optional<absl::string_view> authorization,
-                              absl::string_view token) {
-  constexpr absl::string_view kHowTo =
-      "send the header \"Authorization: Bearer <token>\" with the token aboxd was started with";
+                              absl::string_view token, absl::string_view server) {
+  const std::string kHowTo =
+      absl::StrCat("send the header \"Authorization: Bearer <token>\" with the token ", server,
+                   " was started with");
   if (!authorization.has_value()) {
     return absl::UnauthenticatedError(absl::StrCat("missing bearer token: ", kHowTo));
   }

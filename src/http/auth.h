@@ -28,8 +28,10 @@ struct PeerCredentials {
 [[nodiscard]] bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
 // Checks an Authorization header value ("Bearer <token>", scheme case-insensitive) against
-// `token`. kUnauthenticated saying what to send when it is missing, malformed or wrong.
+// `token`. kUnauthenticated saying what to send when it is missing, malformed or wrong (and that
+// the token is the one `server` was started with).
 [[nodiscard]] absl::Status CheckBearerToken(std::optional<absl::string_view> authorization,
-                                            absl::string_view token);
+                                            absl::string_view token,
+                                            absl::string_view server = "aboxd");
 
 }  // namespace abox::http

@@ -120,14 +120,17 @@ void Connection::OnHeader(ErrorCode ec) {
   Arm(read_timer_, core_.options.read_timeout, &Connection::OnReadTimeout);
   const auto& message = parser_->get();
   head_ = message.method() == bhttp::verb::head;
-  if (peer_.transport == Transport::kTcp) {
+  if (peer_.transport == Transport::kTcp && !core_.options.tcp_without_token) {
     auto it = message.find(bhttp::field::authorization);
     std::optional<absl::string_view> authorization;
     if (it != message.end()) {
       authorization = absl::string_view(it->value().data(), it->value().size());
     }
-    if (absl::Status s = CheckBearerToken(authorization, core_.options.tcp_bearer_token); !s.ok()) {
-      FailRequest(s, {{"WWW-Authenticate", "Bearer realm=\"aboxd\""}});
+    if (absl::Status s =
+            CheckBearerToken(authorization, core_.options.tcp_bearer_token, core_.options.name);
+        !s.ok()) {
+      FailRequest(
+          s, {{"WWW-Authenticate", absl::StrCat("Bearer realm=\"", core_.options.name, "\"")}});
       return;
     }
   }

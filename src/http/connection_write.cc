@@ -54,8 +54,9 @@ void AddHeaders(Header& header, const HttpHeaders& headers, absl::string_view ro
 
 void Connection::RejectBusy() {
   std::string body = api::ErrorBody(
-      api::kTooManyConnections, absl::StrCat("aboxd already has ", core_.options.max_connections,
-                                             " open connections; close idle clients and retry"));
+      api::kTooManyConnections,
+      absl::StrCat(core_.options.name, " already has ", core_.options.max_connections,
+                   " open connections; close idle clients and retry"));
   std::string response = absl::StrCat(
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: ",
       body.size(), "\r\nConnection: close\r\n\r\n", body);

@@ -148,7 +148,7 @@ class Acceptor final : public std::enable_shared_from_this<Acceptor> {
         break;
       }
       // EMFILE and friends: wait a little instead of spinning on a readable listener.
-      spdlog::error("aboxd: accept failed: {}; retrying shortly",
+      spdlog::error("{}: accept failed: {}; retrying shortly", core_.options.name,
                     base::ErrnoError("accept4").ToString());
       retry_timer_.expires_after(std::chrono::milliseconds(100));
       retry_timer_.async_wait([self = shared_from_this()](ErrorCode ec) {
@@ -166,11 +166,11 @@ class Acceptor final : public std::enable_shared_from_this<Acceptor> {
     if (transport_ == Transport::kUnix) {
       absl::StatusOr<PeerCredentials> cred = GetPeerCredentials(fd.get());
       if (!cred.ok()) {
-        spdlog::warn("aboxd: refused a connection: {}", cred.status().ToString());
+        spdlog::warn("{}: refused a connection: {}", core_.options.name, cred.status().ToString());
         return;
       }
       if (absl::Status allowed = CheckPeerUid(*cred, core_.allowed_uid); !allowed.ok()) {
-        spdlog::warn("aboxd: {}", std::string(allowed.message()));
+        spdlog::warn("{}: {}", core_.options.name, std::string(allowed.message()));
         return;  // closed without reading a byte
       }
       peer.pid = cred->pid;
@@ -183,7 +183,7 @@ class Acceptor final : public std::enable_shared_from_this<Acceptor> {
     ErrorCode ec;
     socket.assign(Protocol(transport_ == Transport::kUnix ? AF_UNIX : AF_INET, 0), fd.get(), ec);
     if (ec) {
-      spdlog::error("aboxd: cannot adopt a connection: {}", ec.message());
+      spdlog::error("{}: cannot adopt a connection: {}", core_.options.name, ec.message());
       return;
     }
     (void)fd.release();
@@ -192,14 +192,15 @@ class Acceptor final : public std::enable_shared_from_this<Acceptor> {
     switch (core_.Register(connection, &evicted)) {
       case ServerCore::Admission::kAdmitted:
         if (evicted != nullptr) {
-          spdlog::debug("aboxd: {} connections open; closing the longest idle one",
+          spdlog::debug("{}: {} connections open; closing the longest idle one", core_.options.name,
                         core_.options.max_connections);
           evicted->ForceClose("idle while a new client needed its slot");
         }
         connection->Start();
         break;
       case ServerCore::Admission::kFull:
-        spdlog::warn("aboxd: {} connections open; refusing another", core_.options.max_connections);
+        spdlog::warn("{}: {} connections open; refusing another", core_.options.name,
+                     core_.options.max_connections);
         connection->RejectBusy();
         break;
       case ServerCore::Admission::kStopping:
@@ -230,10 +231,14 @@ class Server::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options, Router router) {
-  if (options.unix_socket_path.empty()) {
-    return absl::InvalidArgumentError("the server needs a unix socket path");
+  if (options.unix_socket_path.empty() && !options.tcp_port.has_value()) {
+    return absl::InvalidArgumentError("the server needs a unix socket path or a TCP port");
   }
-  if (options.tcp_port.has_value() && options.tcp_bearer_token.size() < 16) {
+  if (options.tcp_without_token) {
+    if (!options.tcp_bearer_token.empty()) {
+      return absl::InvalidArgumentError("tcp_without_token with a bearer token: choose one");
+    }
+  } else if (options.tcp_port.has_value() && options.tcp_bearer_token.size() < 16) {
     return absl::InvalidArgumentError(
         "a TCP listener needs a bearer token of at least 16 bytes (e.g. 32 random hex digits)");
   }
@@ -244,7 +249,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options, Ro
         "must be positive");
   }
   auto impl = std::make_unique<Impl>();
-  ABOX_ASSIGN_OR_RETURN(impl->unix_socket, ListenUnix(options.unix_socket_path, /*backlog=*/128));
+  if (!options.unix_socket_path.empty()) {
+    ABOX_ASSIGN_OR_RETURN(impl->unix_socket, ListenUnix(options.unix_socket_path, /*backlog=*/128));
+  }
   absl::Cleanup remove_socket = [&impl] { RemoveUnixSocketFile(impl->unix_socket); };
   base::UniqueFd tcp_fd;
   if (options.tcp_port.has_value()) {
@@ -254,9 +261,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options, Ro
   impl->core =
       std::make_unique<internal::ServerCore>(std::move(options), std::move(router), allowed_uid);
 
-  auto unix_acceptor = std::make_shared<internal::Acceptor>(*impl->core, Transport::kUnix);
-  ABOX_RETURN_IF_ERROR(unix_acceptor->Assign(std::move(impl->unix_socket.fd)));
-  impl->acceptors.push_back(std::move(unix_acceptor));
+  if (impl->unix_socket.fd) {
+    auto unix_acceptor = std::make_shared<internal::Acceptor>(*impl->core, Transport::kUnix);
+    ABOX_RETURN_IF_ERROR(unix_acceptor->Assign(std::move(impl->unix_socket.fd)));
+    impl->acceptors.push_back(std::move(unix_acceptor));
+  }
   if (tcp_fd) {
     auto tcp_acceptor = std::make_shared<internal::Acceptor>(*impl->core, Transport::kTcp);
     ABOX_RETURN_IF_ERROR(tcp_acceptor->Assign(std::move(tcp_fd)));
@@ -284,8 +293,11 @@ absl::Status Server::Start() {
   for (const auto& acceptor : impl_->acceptors) {
     acceptor->Start();
   }
-  spdlog::info("aboxd: listening on {}{}", impl_->unix_socket.path,
-               impl_->tcp_port != 0 ? absl::StrCat(" and 127.0.0.1:", impl_->tcp_port) : "");
+  std::string where = impl_->unix_socket.path;
+  if (impl_->tcp_port != 0) {
+    absl::StrAppend(&where, where.empty() ? "" : " and ", "127.0.0.1:", impl_->tcp_port);
+  }
+  spdlog::info("{}: listening on {}", core.options.name, where);
   return absl::OkStatus();
 }
 
@@ -304,8 +316,8 @@ void Server::Stop() {
       connection->Shutdown();
     }
     if (!core.WaitForNoConnections(core.options.stop_grace)) {
-      spdlog::warn("aboxd: closing {} connections still busy after {} ms", core.connection_count(),
-                   core.options.stop_grace.count());
+      spdlog::warn("{}: closing {} connections still busy after {} ms", core.options.name,
+                   core.connection_count(), core.options.stop_grace.count());
       for (const auto& connection : core.Connections()) {
         connection->ForceClose("server stopped");
       }

@@ -18,7 +18,10 @@
 namespace abox::http {
 
 struct ServerOptions {
-  // Required. Parent directories are created 0700; the socket is 0600.
+  // Who this server is, in logs and the WWW-Authenticate realm.
+  std::string name = "aboxd";
+  // Required unless tcp_port is set (then "" means TCP only). Parent directories are created
+  // 0700; the socket is 0600.
   std::string unix_socket_path;
   // The only uid the unix socket serves (SO_PEERCRED). Default: the daemon's effective uid.
   std::optional<uid_t> allowed_uid;
@@ -26,6 +29,9 @@ struct ServerOptions {
   // request must carry "Authorization: Bearer <tcp_bearer_token>" (at least 16 bytes).
   std::optional<uint16_t> tcp_port;
   std::string tcp_bearer_token;
+  // TEST ONLY: serve TCP without a bearer token (tcp_bearer_token must then be empty). For
+  // abox-mcp --no-auth, so that the MCP conformance suite (which cannot send headers) can run.
+  bool tcp_without_token = false;
 
   size_t max_body_bytes = 1 << 20;     // larger bodies: 413 payload_too_large
   size_t max_header_bytes = 16 << 10;  // larger headers: 400 bad_request

@@ -190,6 +190,34 @@ TEST(ServerSecurityTest, ListenerCheckSeesAWildcardBind) {
   EXPECT_THAT(ListenersOnPort(port), testing::ElementsAre(absl::StrCat("0.0.0.0:", port)));
 }
 
+TEST(ServerSecurityTest, TcpOnlyServerAndItsTestOnlyTokenlessMode) {
+  ServerOptions neither;
+  EXPECT_EQ(Server::Create(neither, PingRouter()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ServerOptions both;
+  both.tcp_port = 0;
+  both.tcp_bearer_token = kToken;
+  both.tcp_without_token = true;
+  EXPECT_EQ(Server::Create(both, PingRouter()).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // TCP only (abox-mcp --http): no unix socket; tcp_without_token serves requests without the
+  // Authorization header (abox-mcp --no-auth, for the MCP conformance suite).
+  ServerOptions options;
+  options.tcp_port = 0;
+  options.tcp_without_token = true;
+  std::unique_ptr<Server> server = httptest::StartServer(options, PingRouter());
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(server->socket_path(), "");
+  EXPECT_THAT(ListenersOnPort(server->tcp_port()),
+              testing::ElementsAre(absl::StrCat("127.0.0.1:", server->tcp_port())));
+  absl::StatusOr<std::unique_ptr<httptest::HttpTestClient>> client =
+      httptest::HttpTestClient::ConnectTcp(server->tcp_port());
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::StatusOr<httptest::Response> response = (*client)->Request("GET", "/v1/ping");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+}
+
 TEST(ServerSecurityTest, TcpNeedsTheBearerTokenAndListensOnLoopbackOnly) {
   httptest::TempDir dir;
   ServerOptions options = httptest::TestOptions(dir);

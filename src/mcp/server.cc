@@ -53,7 +53,7 @@ void CallContext::Progress(double progress, absl::string_view message) {
       params["message"] = std::string(message);
     }
   }
-  server_->Send(NotificationMessage("notifications/progress", std::move(params)));
+  server_->SendFor(NotificationMessage("notifications/progress", std::move(params)), request_id_);
 }
 
 CallContext::CancelHook::CancelHook(CallContext& context, std::function<void()> fn)
@@ -73,15 +73,35 @@ CallContext::CancelHook::~CancelHook() {
 }
 
 Server::Server(ServerInfo info, std::vector<Tool> tools, SendFn send)
+    : info_(std::move(info)),
+      tools_(std::move(tools)),
+      send_([send = std::move(send)](const std::string& line, const Route& /*route*/) {
+        send(line);
+      }) {}
+
+Server::Server(ServerInfo info, std::vector<Tool> tools, RoutedSendFn send)
     : info_(std::move(info)), tools_(std::move(tools)), send_(std::move(send)) {}
 
 Server::~Server() { Shutdown(); }
 
 void Server::Send(const nlohmann::json& message) {
+  auto id = message.find("id");
+  if (id != message.end()) {
+    SendRouted(message, Route{*id, true});
+  } else {
+    SendRouted(message, Route{});
+  }
+}
+
+void Server::SendFor(const nlohmann::json& message, const nlohmann::json& request_id) {
+  SendRouted(message, Route{request_id, false});
+}
+
+void Server::SendRouted(const nlohmann::json& message, const Route& route) {
   std::string line = SerializeLine(message);
   line.push_back('\n');
   std::lock_guard<std::mutex> lock(send_mu_);
-  send_(line);
+  send_(line, route);
 }
 
 void Server::Log(absl::string_view level, absl::string_view text) {
@@ -105,7 +125,6 @@ void Server::Serve(LineReader& reader) {
 }
 
 void Server::HandleLine(const LineReader::Line& line) {
-  ReapFinished();
   if (line.too_long) {
     Send(ErrorMessage(
         nullptr, kInvalidRequest,
@@ -120,7 +139,11 @@ void Server::HandleLine(const LineReader::Line& line) {
     Send(ErrorMessage(parsed.error->id, parsed.error->code, parsed.error->message));
     return;
   }
-  const Incoming& in = *parsed.message;
+  HandleMessage(*parsed.message);
+}
+
+void Server::HandleMessage(const Incoming& in) {
+  ReapFinished();
   switch (in.kind) {
     case Incoming::Kind::kRequest:
       HandleRequest(in);
@@ -270,7 +293,7 @@ void Server::StartCall(const Incoming& in) {
       token = *t;
     }
   }
-  auto context = std::make_shared<CallContext>(this, std::move(token));
+  auto context = std::make_shared<CallContext>(this, std::move(token), in.id);
   std::string key = in.id.dump();
   std::lock_guard<std::mutex> lock(mu_);
   if (shut_down_) {

@@ -2,7 +2,8 @@
 // tools/call, cancellation and progress, over JSON-RPC lines (json_rpc.h). Knows nothing of
 // aboxd: the tools are given to it (tools.h builds abox's).
 //
-// Threads: HandleLine() is called by one reader thread and answers everything but tools/call at
+// Threads: HandleLine() is called by one reader thread (HandleMessage() may be called from
+// several) and answers everything but tools/call at
 // once; each tools/call runs on its own worker thread, so a long call never blocks ping or
 // notifications/cancelled. Every message goes out through the one `send` function, under a
 // mutex. Trust boundary: every line from the client is untrusted (json_rpc.h parses it).
@@ -33,8 +34,10 @@ class Server;
 // Thread-safe.
 class CallContext final {
  public:
-  CallContext(Server* server, nlohmann::json progress_token)
-      : server_(server), progress_token_(std::move(progress_token)) {}
+  CallContext(Server* server, nlohmann::json progress_token, nlohmann::json request_id = nullptr)
+      : server_(server),
+        progress_token_(std::move(progress_token)),
+        request_id_(std::move(request_id)) {}
   CallContext(const CallContext&) = delete;
   CallContext& operator=(const CallContext&) = delete;
 
@@ -62,6 +65,7 @@ class CallContext final {
  private:
   Server* server_;
   nlohmann::json progress_token_;
+  nlohmann::json request_id_;  // the tools/call's id: its progress belongs to that request
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;  // guards the members below; hooks run under it
   std::map<int64_t, std::function<void()>> hooks_;
@@ -94,11 +98,23 @@ inline constexpr size_t kMaxCallsInFlight = 32;
 // Protocol revisions this server speaks, newest first.
 inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18"};
 
+// Which request an outgoing message belongs to, for transports with a channel per request
+// (Streamable HTTP answers each POST on its own response): `request_id` is the id of the request
+// it answers or reports progress on (null for none, e.g. a log message or an answer to a message
+// without a readable id); `final` when it is that request's answer.
+struct Route {
+  nlohmann::json request_id;
+  bool final = false;
+};
+
 class Server final {
  public:
+  // Gets each message as one line ending in '\n'.
   using SendFn = std::function<void(const std::string& line)>;
+  using RoutedSendFn = std::function<void(const std::string& line, const Route& route)>;
 
   Server(ServerInfo info, std::vector<Tool> tools, SendFn send);
+  Server(ServerInfo info, std::vector<Tool> tools, RoutedSendFn send);
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   // Calls Shutdown().
@@ -106,6 +122,8 @@ class Server final {
 
   // Handles one line from the client (answers it, or starts a tools/call worker).
   void HandleLine(const LineReader::Line& line);
+  // Handles one parsed message, as HandleLine does after parsing.
+  void HandleMessage(const Incoming& in);
   // Reads lines from `reader` until end of input, then Shutdown().
   void Serve(LineReader& reader);
   // Cancels every call in flight and waits for their workers. Idempotent.
@@ -113,8 +131,11 @@ class Server final {
 
   // Sends a notifications/message at `level` when the client's logging/setLevel admits it.
   void Log(absl::string_view level, absl::string_view text);
-  // Sends one message (serialized as one line).
+  // Sends one message (serialized as one line). A message with an id is routed as the answer
+  // to that request.
   void Send(const nlohmann::json& message);
+  // Sends a notification that belongs to the request `request_id` (progress).
+  void SendFor(const nlohmann::json& message, const nlohmann::json& request_id);
 
   // The tools/call result for `result` (structuredContent and the same JSON as text) or for an
   // error status (isError).
@@ -127,10 +148,11 @@ class Server final {
   [[nodiscard]] nlohmann::json ListTools() const;
   void StartCall(const Incoming& in);
   void ReapFinished();
+  void SendRouted(const nlohmann::json& message, const Route& route);
 
   ServerInfo info_;
   std::vector<Tool> tools_;
-  SendFn send_;
+  RoutedSendFn send_;
   std::mutex send_mu_;
 
   std::mutex mu_;         // guards the members below

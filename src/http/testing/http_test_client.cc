@@ -112,7 +112,14 @@ absl::Status HttpTestClient::WriteRaw(absl::string_view bytes) {
 
 absl::Status HttpTestClient::Send(absl::string_view method, absl::string_view target,
                                   absl::string_view body, const Headers& headers) {
-  std::string request = absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: aboxd\r\n");
+  std::string request = absl::StrCat(method, " ", target, " HTTP/1.1\r\n");
+  bool has_host = false;
+  for (const auto& [name, value] : headers) {
+    has_host = has_host || absl::EqualsIgnoreCase(name, "host");
+  }
+  if (!has_host) {
+    absl::StrAppend(&request, "Host: aboxd\r\n");
+  }
   bool has_length = false;
   for (const auto& [name, value] : headers) {
     absl::StrAppend(&request, name, ": ", value, "\r\n");
