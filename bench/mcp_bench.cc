@@ -133,10 +133,10 @@ McpBenchResult MeasureMcpAgainstCli(const std::string& abox_mcp, const std::stri
     session->Stop();
     return result;
   };
-  absl::StatusOr<nlohmann::json> init = session->Call(
-      "initialize", {{"protocolVersion", "2025-11-25"},
-                     {"capabilities", nlohmann::json::object()},
-                     {"clientInfo", {{"name", "daemon_bench"}, {"version", "1"}}}});
+  absl::StatusOr<nlohmann::json> init =
+      session->Call("initialize", {{"protocolVersion", "2025-11-25"},
+                                   {"capabilities", nlohmann::json::object()},
+                                   {"clientInfo", {{"name", "daemon_bench"}, {"version", "1"}}}});
   if (!init.ok()) {
     return fail(init.status());
   }

@@ -51,6 +51,14 @@ ParsedLine ParseLine(absl::string_view line) {
   if (method == msg.end()) {
     if (has_id && (msg.contains("result") || msg.contains("error"))) {
       in.kind = Incoming::Kind::kResponse;
+      if (auto error = msg.find("error"); error != msg.end()) {
+        in.error = error->is_null() ? nlohmann::json::object() : *error;
+      } else {
+        in.result = msg["result"];
+        if (in.result.is_null()) {
+          in.result = nlohmann::json::object();
+        }
+      }
       out.message = std::move(in);
       return out;
     }

@@ -29,6 +29,9 @@ struct Incoming {
   nlohmann::json id;  // kRequest / kResponse: a string or an integer
   std::string method;
   nlohmann::json params;  // an object, or null when absent
+  // kResponse: the answer to a request of ours; exactly one is set (not null), as sent.
+  nlohmann::json result;
+  nlohmann::json error;
 };
 
 // Why a line is not a message, and the answer it gets (`id` null when it could not be read).

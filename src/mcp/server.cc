@@ -56,6 +56,49 @@ void CallContext::Progress(double progress, absl::string_view message) {
   server_->SendFor(NotificationMessage("notifications/progress", std::move(params)), request_id_);
 }
 
+bool CallContext::ClientCanElicit() const {
+  std::lock_guard<std::mutex> lock(server_->mu_);
+  return server_->client_elicitation_;
+}
+
+absl::StatusOr<nlohmann::json> CallContext::AskClient(const std::string& method,
+                                                      nlohmann::json params,
+                                                      absl::Duration timeout) {
+  auto pending = std::make_shared<Server::PendingRequest>();
+  nlohmann::json id;
+  {
+    std::lock_guard<std::mutex> lock(server_->mu_);
+    if (server_->shut_down_) {
+      return absl::CancelledError("the session is ending");
+    }
+    id = absl::StrCat("abox-", ++server_->next_request_id_);
+    server_->pending_[id.dump()] = pending;
+  }
+  auto settle = [&pending](absl::StatusOr<nlohmann::json> answer) {
+    std::lock_guard<std::mutex> lock(pending->mu);
+    if (!pending->answer) {
+      pending->answer = std::move(answer);
+    }
+    pending->cv.notify_all();
+  };
+  absl::StatusOr<nlohmann::json> out = absl::DeadlineExceededError(absl::StrCat(
+      "the client did not answer ", method, " within ", absl::FormatDuration(timeout)));
+  {
+    CancelHook hook(*this, [&] { settle(absl::CancelledError("the call was cancelled")); });
+    server_->SendFor(
+        {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}},
+        request_id_);
+    std::unique_lock<std::mutex> lock(pending->mu);
+    if (pending->cv.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                             [&] { return pending->answer.has_value(); })) {
+      out = *pending->answer;
+    }
+  }
+  std::lock_guard<std::mutex> lock(server_->mu_);
+  server_->pending_.erase(id.dump());
+  return out;
+}
+
 CallContext::CancelHook::CancelHook(CallContext& context, std::function<void()> fn)
     : context_(context) {
   std::lock_guard<std::mutex> lock(context_.mu_);
@@ -152,13 +195,46 @@ void Server::HandleMessage(const Incoming& in) {
       HandleNotification(in);
       return;
     case Incoming::Kind::kResponse:
-      return;  // this server sends no requests, so no answer is awaited
+      HandleResponse(in);
+      return;
   }
+}
+
+void Server::HandleResponse(const Incoming& in) {
+  std::shared_ptr<PendingRequest> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pending_.find(in.id.dump());
+    if (it == pending_.end()) {
+      return;  // an answer nobody waits for (late, or made up): dropped
+    }
+    pending = it->second;
+  }
+  absl::StatusOr<nlohmann::json> answer = in.result;
+  if (!in.error.is_null()) {
+    std::string text =
+        in.error.is_object() && in.error.contains("message") && in.error["message"].is_string()
+            ? in.error["message"].get<std::string>()
+            : in.error.dump();
+    answer = absl::UnknownError(
+        absl::StrCat("the client answered with an error: ", text.substr(0, 300)));
+  }
+  std::lock_guard<std::mutex> lock(pending->mu);
+  if (!pending->answer) {
+    pending->answer = std::move(answer);
+  }
+  pending->cv.notify_all();
 }
 
 void Server::HandleRequest(const Incoming& in) {
   const nlohmann::json& params = in.params;
   if (in.method == "initialize") {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto caps = params.is_object() ? params.find("capabilities") : params.end();
+      client_elicitation_ = caps != params.end() && caps->is_object() &&
+                            caps->contains("elicitation") && (*caps)["elicitation"].is_object();
+    }
     Send(ResultMessage(in.id, Initialize(params)));
   } else if (in.method == "ping") {
     Send(ResultMessage(in.id, nlohmann::json::object()));

@@ -10,18 +10,21 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/mcp/json_rpc.h"
 
@@ -48,6 +51,15 @@ class CallContext final {
   // Sends notifications/progress when the request asked for it; a `progress` not above the last
   // one sent is raised just above it, so the values always increase.
   void Progress(double progress, absl::string_view message);
+
+  // Whether the client declared it answers elicitation/create (asks its user for input).
+  [[nodiscard]] bool ClientCanElicit() const;
+  // Sends the request `method` to the client on this call's behalf (routed with the call) and
+  // waits for the answer: its result, kCancelled when the call is cancelled or the server shuts
+  // down, kUnknown when the client answered with an error, kDeadlineExceeded after `timeout`.
+  [[nodiscard]] absl::StatusOr<nlohmann::json> AskClient(const std::string& method,
+                                                         nlohmann::json params,
+                                                         absl::Duration timeout);
 
   // Runs `fn` when the call is cancelled while the hook lives (at once if it already was).
   class CancelHook final {
@@ -149,6 +161,15 @@ class Server final {
   void StartCall(const Incoming& in);
   void ReapFinished();
   void SendRouted(const nlohmann::json& message, const Route& route);
+  void HandleResponse(const Incoming& in);
+
+  // A request of ours to the client (CallContext::AskClient) waiting for its answer.
+  struct PendingRequest {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<absl::StatusOr<nlohmann::json>> answer;  // guarded by mu
+  };
+  friend class CallContext;
 
   ServerInfo info_;
   std::vector<Tool> tools_;
@@ -161,6 +182,9 @@ class Server final {
   std::list<std::thread> workers_;
   std::vector<std::thread::id> finished_;
   bool shut_down_ = false;
+  bool client_elicitation_ = false;  // the client's initialize declared elicitation
+  std::map<std::string, std::shared_ptr<PendingRequest>> pending_;  // by id.dump()
+  int64_t next_request_id_ = 0;
 };
 
 }  // namespace abox::mcp

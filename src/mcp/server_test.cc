@@ -99,6 +99,18 @@ class ServerTest : public testing::Test {
                            gate_.cv.wait(lock, [this] { return gate_.open; });
                            return json{{"done", true}};
                          }});
+    tools.push_back(Tool{"ask", "Ask", "Asks the client.", ObjectSchema({}), nullptr, nullptr,
+                         [](const json&, CallContext& ctx) -> absl::StatusOr<json> {
+                           if (!ctx.ClientCanElicit()) {
+                             return json{{"asked", false}};
+                           }
+                           absl::StatusOr<json> a = ctx.AskClient(
+                               "elicitation/create", {{"message", "ok?"}}, absl::Seconds(20));
+                           if (!a.ok()) {
+                             return a.status();
+                           }
+                           return json{{"asked", true}, {"answer", *a}};
+                         }});
     server_ = std::make_unique<Server>(ServerInfo{"abox", "9.9.9", "use it"}, std::move(tools),
                                        [this](const std::string& line) { sent_.Add(line); });
   }
@@ -149,6 +161,51 @@ TEST_F(ServerTest, InitializeEchoesASupportedVersionElseAnswersTheNewest) {
   EXPECT_EQ(first["capabilities"]["tools"]["listChanged"], false);
   EXPECT_TRUE(first["capabilities"]["logging"].is_object());
   EXPECT_EQ(first["instructions"], "use it");
+}
+
+TEST_F(ServerTest, AToolAsksTheClientOnlyWhenItCanElicitAndGetsItsAnswer) {
+  auto structured = [](const json& m) { return m["result"]["structuredContent"]; };
+  Request(1, "initialize", {{"protocolVersion", "2025-11-25"}, {"capabilities", json::object()}});
+  Request(2, "tools/call", {{"name", "ask"}, {"arguments", json::object()}});
+  EXPECT_EQ(structured(sent_.AwaitId(2))["asked"], false);
+
+  Request(3, "initialize",
+          {{"protocolVersion", "2025-11-25"}, {"capabilities", {{"elicitation", json::object()}}}});
+  Request(4, "tools/call", {{"name", "ask"}, {"arguments", json::object()}});
+  json ask =
+      sent_.Await([](const json& m) { return m.value("method", "") == "elicitation/create"; });
+  ASSERT_TRUE(ask.contains("id")) << ask.dump();
+  EXPECT_EQ(ask["params"]["message"], "ok?");
+  // An answer to an id nobody asked with is dropped; the real one is delivered.
+  Line(json{{"jsonrpc", "2.0"}, {"id", "abox-999"}, {"result", {{"action", "cancel"}}}}.dump());
+  Line(json{{"jsonrpc", "2.0"}, {"id", ask["id"]}, {"result", {{"action", "accept"}}}}.dump());
+  EXPECT_EQ(structured(sent_.AwaitId(4))["answer"]["action"], "accept");
+
+  // An error answer is the tool's error; a cancelled call stops waiting.
+  Request(5, "tools/call", {{"name", "ask"}, {"arguments", json::object()}});
+  json second = sent_.Await([&](const json& m) {
+    return m.value("method", "") == "elicitation/create" && m["id"] != ask["id"];
+  });
+  Line(json{
+      {"jsonrpc", "2.0"}, {"id", second["id"]}, {"error", {{"code", -32603}, {"message", "no UI"}}}}
+           .dump());
+  json failed = sent_.AwaitId(5);
+  EXPECT_EQ(failed["result"]["isError"], true);
+  EXPECT_THAT(failed["result"]["content"][0]["text"].get<std::string>(), HasSubstr("no UI"));
+  Request(6, "tools/call", {{"name", "ask"}, {"arguments", json::object()}});
+  ASSERT_FALSE(sent_
+                   .Await([&](const json& m) {
+                     return m.value("method", "") == "elicitation/create" && m["id"] != ask["id"] &&
+                            m["id"] != second["id"];
+                   })
+                   .is_null());
+  Line(json{
+      {"jsonrpc", "2.0"}, {"method", "notifications/cancelled"}, {"params", {{"requestId", 6}}}}
+           .dump());
+  server_->Shutdown();  // returns: the cancelled call's wait ended
+  for (const json& m : sent_.All()) {
+    EXPECT_FALSE(m.contains("id") && m["id"] == 6 && m.contains("result")) << m.dump();
+  }
 }
 
 TEST_F(ServerTest, UnknownMethodsGetMethodNotFoundAtOnceAndPingAnEmptyObject) {

@@ -92,6 +92,63 @@ absl::StatusOr<nlohmann::json> Apply(ToolEnv& env, const nlohmann::json& args, C
   return JsonOf(ApiPost(env, ctx, client::SandboxPath(*id, "/apply"), nlohmann::json::object()));
 }
 
+// Asks the client's user about `target` with MCP elicitation, until `deadline`, and carries
+// out their answer through aboxd as `abox egress approve / deny` would. Returns the request's
+// new state, or "" when the user gave no decision (declined, dismissed, no answer in time, or
+// the client failed): it stays pending in the review queue then.
+absl::StatusOr<std::string> AskThroughClient(ToolEnv& env, CallContext& ctx, const std::string& id,
+                                             const std::string& target, const std::string& reason,
+                                             absl::Time deadline) {
+  nlohmann::json params = {
+      {"message",
+       absl::StrCat("abox: sandbox ", id, " asks to reach ", target,
+                    ". The agent's reason (its own words): \"", reason, "\". \"always\" adds ",
+                    target,
+                    " to the sandbox's egress policy, \"once\" lets one connection through, "
+                    "\"deny\" keeps it blocked. (Also in `abox egress queue`.)")},
+      {"requestedSchema",
+       {{"type", "object"},
+        {"properties",
+         {{"decision",
+           {{"type", "string"},
+            {"title", absl::StrCat("Allow ", target, "?")},
+            {"enum", {"always", "once", "deny"}}}}}},
+        {"required", {"decision"}}}}};
+  absl::StatusOr<nlohmann::json> answer =
+      ctx.AskClient("elicitation/create", std::move(params), deadline - absl::Now());
+  if (!answer.ok()) {
+    if (absl::IsCancelled(answer.status())) {
+      return answer.status();
+    }
+    std::fprintf(stderr, "abox-mcp: elicitation for %s: %s\n", target.c_str(),
+                 std::string(answer.status().message()).c_str());
+    return std::string();
+  }
+  std::string decision;
+  if (answer->is_object() && answer->value("action", "") == "accept" &&
+      answer->contains("content") && (*answer)["content"].is_object()) {
+    decision = (*answer)["content"].value("decision", "");
+  }
+  if (decision != "always" && decision != "once" && decision != "deny") {
+    return std::string();
+  }
+  absl::StatusOr<nlohmann::json> decided =
+      decision == "deny"
+          ? JsonOf(ApiPost(env, ctx, client::SandboxPath(id, "/egress/deny"),
+                           api::ToJson(api::EgressName{.name = target})))
+          : JsonOf(
+                ApiPost(env, ctx, client::SandboxPath(id, "/egress/approve"),
+                        api::ToJson(api::EgressName{.name = target, .once = decision == "once"})));
+  if (!decided.ok()) {
+    return decided.status();
+  }
+  absl::StatusOr<api::EgressDecision> d = api::DecodeEgressDecision(*decided);
+  if (!d.ok()) {
+    return d.status();
+  }
+  return d->request.state;
+}
+
 absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json& args,
                                              CallContext& ctx) {
   absl::StatusOr<std::string> id = SandboxId(env, ctx, StringArg(args, "sandbox"));
@@ -154,6 +211,16 @@ absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json&
   };
   std::string state = answer->request.state;
   absl::Time deadline = absl::Now() + absl::Seconds(IntArg(args, "wait_seconds", 40));
+  if (state == "pending" && ctx.ClientCanElicit()) {
+    // The client can ask its user directly; the queue and its commands stay the other way.
+    absl::StatusOr<std::string> decided = AskThroughClient(env, ctx, *id, target, reason, deadline);
+    if (!decided.ok()) {
+      return decided.status();
+    }
+    if (!decided->empty()) {
+      state = *decided;
+    }
+  }
   if (state == "pending") {
     ProgressTicker ticker(ctx, absl::StrCat("waiting for the person to allow or deny ", name,
                                             " (abox egress queue)"));
@@ -255,8 +322,9 @@ std::vector<Tool> WorkspaceTools(ToolEnv& env) {
            "Ask for network access",
            "Asks the person to let the sandbox reach a host (NAME, NAME:PORT; 443 when no "
            "port), giving the reason, when a download or request failed because the egress "
-           "policy refused it (see egress_log). The request waits in the person's review "
-           "queue; this waits up to wait_seconds for their decision. granted: retry the "
+           "policy refused it (see egress_log). The person is asked (in this client when it "
+           "supports elicitation, and in their review queue); this waits up to wait_seconds "
+           "for their decision. granted: retry the "
            "command. pending: tell the person, call again later. denied: do without it.",
            ObjectSchema({{"sandbox", SandboxProp()},
                          {"name", Prop("string", "The host name, or NAME:PORT.")},

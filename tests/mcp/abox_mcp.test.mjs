@@ -10,6 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const ABOX_MCP = process.env.ABOX_MCP;
 const FAKE_VMM = process.env.ABOXD_FAKE_VMM;
@@ -329,6 +330,49 @@ test("asking to allow a name waits for the person's approval on the host", async
   assert.equal(denied.structuredContent.granted, false);
   assert.equal(denied.structuredContent.state, "denied");
   assert.equal(denied.structuredContent.pending, false);
+});
+
+test("a client that can elicit asks its user, and the answer is carried out", async () => {
+  const asked = [];
+  const answers = [{ action: "accept", content: { decision: "once" } }, { action: "decline" }];
+  const c = new Client({ name: "abox-mcp-sdk-elicit", version: "1.0.0" },
+                       { capabilities: { elicitation: {} } });
+  c.setRequestHandler(ElicitRequestSchema, async (request) => {
+    asked.push(request.params);
+    return answers.shift();
+  });
+  const t = new StdioClientTransport({ command: ABOX_MCP, env, cwd: project, stderr: "inherit" });
+  await c.connect(t);
+  try {
+    const r = await c.callTool({ name: "egress_request",
+                                 arguments: { sandbox, name: "cdn.example.org:8443",
+                                              reason: "fetch a wheel", wait_seconds: 20 } },
+                               undefined, { timeout: 60000 });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    assert.equal(r.structuredContent.granted, true);
+    assert.equal(r.structuredContent.state, "approved_once");
+    assert.equal(asked.length, 1);
+    assert.match(asked[0].message, /cdn\.example\.org:8443/);
+    assert.match(asked[0].message, /fetch a wheel/);
+    assert.deepEqual(asked[0].requestedSchema.properties.decision.enum, ["always", "once", "deny"]);
+    let q = await api("GET", `/v1/egress/queue?sandbox=${sandbox}&all=true`);
+    const row = q.json.requests.find((x) => x.name === "cdn.example.org");
+    assert.equal(row.state, "approved_once");
+    assert.equal(row.once_port, 8443);
+
+    // Declined: nothing decided; the ask stays in the queue for the person.
+    const d = await c.callTool({ name: "egress_request",
+                                 arguments: { sandbox, name: "other.example.org",
+                                              reason: "docs", wait_seconds: 2 } },
+                               undefined, { timeout: 60000 });
+    assert.equal(d.structuredContent.granted, false);
+    assert.equal(d.structuredContent.pending, true);
+    assert.equal(asked.length, 2);
+    q = await api("GET", `/v1/egress/queue?sandbox=${sandbox}`);
+    assert.ok(q.json.requests.some((x) => x.name === "other.example.org" && x.state === "pending"));
+  } finally {
+    await c.close();
+  }
 });
 
 test("errors say what to do next", async () => {
