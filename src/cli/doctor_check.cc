@@ -59,7 +59,8 @@ nlohmann::json DoctorJson(const DoctorReport& report) {
                       {"name", c.name},
                       {"status", CheckStatusName(c.status)},
                       {"reason", c.reason},
-                      {"fix", c.fix}});
+                      {"fix", c.fix},
+                      {"value", c.value}});
   }
   nlohmann::json risks = nlohmann::json::array();
   for (const Risk& r : report.risks) {

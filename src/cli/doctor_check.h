@@ -34,6 +34,8 @@ struct Check {
   CheckStatus status = CheckStatus::kInfo;
   std::string reason;  // one line: what was found
   std::string fix;     // what to do; empty when nothing is to be done
+  // The raw value read, for machines (`--json`): "2" for Seccomp, the uid, a pid; or empty.
+  std::string value;
 };
 
 // A residual risk that holds on this host, with why it holds.
@@ -49,7 +51,7 @@ struct DoctorReport {
 
 // 1 when any check failed, else 0.
 [[nodiscard]] int DoctorExitCode(const DoctorReport& report);
-// {"checks": [{category, name, status, reason, fix}], "risks": [{risk, because}],
+// {"checks": [{category, name, status, reason, fix, value}], "risks": [{risk, because}],
 //  "summary": {"pass", "warn", "fail", "info"}}.
 [[nodiscard]] nlohmann::json DoctorJson(const DoctorReport& report);
 // The checks grouped by category as tables, a summary line, and the risks table.

@@ -71,6 +71,10 @@ std::vector<Check> StatusChecks(const Ctx& c, const std::string& status) {
                         : Make(c, "capabilities", CheckStatus::kFail,
                                absl::StrCat("CapEff: ", cap, " (QEMU holds capabilities)"),
                                "recreate the sandbox"));
+  out[0].value = all;
+  out[1].value = seccomp;
+  out[2].value = nnp;
+  out[3].value = cap;
   return out;
 }
 
@@ -257,6 +261,7 @@ std::vector<Check> SandboxChecks(const HostView& host, const SandboxFacts& f) {
                          "`abox inspect` it; the VM may have died"));
     } else {
       out.push_back(Make(c, "process", CheckStatus::kInfo, absl::StrCat("QEMU pid ", f.vmm_pid)));
+      out.back().value = std::to_string(f.vmm_pid);
       for (Check& check : StatusChecks(c, *status)) {
         out.push_back(std::move(check));
       }

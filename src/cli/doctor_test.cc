@@ -125,6 +125,10 @@ TEST(DoctorSandboxTest, TodaysQemuPassesSeccompAndWarnsAboutTheMissingJail) {
   }
   EXPECT_THAT(Find(checks, "sandbox.abc123.namespaces")->reason, HasSubstr("mnt, net, pid, user"));
   EXPECT_THAT(Find(checks, "sandbox.abc123.uid")->reason, HasSubstr("65534"));
+  EXPECT_EQ(Find(checks, "sandbox.abc123.uid")->value, "65534/65534/65534/65534");
+  EXPECT_EQ(Find(checks, "sandbox.abc123.seccomp")->value, "2");
+  EXPECT_EQ(Find(checks, "sandbox.abc123.no_new_privs")->value, "1");
+  EXPECT_EQ(Find(checks, "sandbox.abc123.process")->value, "4242");
   EXPECT_EQ(Find(checks, "egress.abc123.mode")->status, CheckStatus::kPass);
 }
 
