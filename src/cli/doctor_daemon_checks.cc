@@ -66,10 +66,11 @@ Check SocketCheck(const HostView& host, const DaemonFacts& f) {
 
 Check RunningCheck(const DaemonFacts& f) {
   if (f.health) {
-    return Make("daemon.running", CheckStatus::kPass,
-                absl::StrCat("aboxd answers (pid ", f.health->pid.value_or(0), ", ",
-                             f.health->sandboxes.value_or(0), " sandboxes running, accelerator ",
-                             f.health->accel.empty() ? "not chosen yet" : f.health->accel, ")"));
+    return Make(
+        "daemon.running", CheckStatus::kPass,
+        absl::StrCat("aboxd answers (pid ", f.health->pid.value_or(0),
+                     ", sandboxes running: ", f.health->sandboxes.value_or(0), ", accelerator ",
+                     f.health->accel.empty() ? "not chosen yet" : f.health->accel, ")"));
   }
   if (f.not_running) {
     return Make("daemon.running", CheckStatus::kWarn,

@@ -198,8 +198,8 @@ Check DescriptorCheck(const Ctx& c) {
   }
   return Make(c, "descriptors", CheckStatus::kPass,
               absl::StrCat(fds->size(),
-                           " descriptors: its run dir, the image, /dev/null, /dev/kvm, sockets, "
-                           "pipes, memfds only"));
+                           " descriptors, all of the expected kinds: its run dir, the image, "
+                           "/dev/null, /dev/kvm, sockets, pipes, memfds"));
 }
 
 Check NetworkCheck(const Ctx& c) {
