@@ -16,6 +16,7 @@
 #include "src/client/daemon_launcher.h"
 #include "src/client/http_connection.h"
 #include "src/image/image_store.h"
+#include "src/vmm/host_tsc.h"
 
 namespace abox::cli {
 namespace {
@@ -52,6 +53,9 @@ std::optional<vmm::KvmVerdict> KvmVerdict(const base::HostLayout& layout, bool q
   }
   if (quick) {
     return std::nullopt;
+  }
+  if (absl::StatusOr<uint64_t> khz = vmm::HostTscKhz(); khz.ok()) {
+    probe.tsc_khz = *khz;  // as QemuVmm probes
   }
   return vmm::ProbeKvm(probe);
 }
@@ -168,7 +172,12 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
       report.checks.push_back(std::move(c));
     }
   }
-  if (facts.health && inspected == 0) {
+  if (facts.health && !facts.error.ok()) {
+    report.checks.push_back({"sandbox", "sandbox.list", CheckStatus::kFail,
+                             absl::StrCat("aboxd answers but its sandboxes could not be listed: ",
+                                          facts.error.message()),
+                             "`abox ls` says more"});
+  } else if (facts.health && inspected == 0) {
     report.checks.push_back(
         {"sandbox", "sandbox.none", CheckStatus::kInfo, "no running sandbox to inspect", ""});
   } else if (!facts.health) {

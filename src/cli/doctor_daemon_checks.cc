@@ -92,7 +92,7 @@ Check StateFilesCheck(const HostView& host, const DaemonFacts& f) {
     if (!st.ok()) {
       continue;
     }
-    seen.push_back(name);
+    seen.emplace_back(name);
     if (!OwnerOnly(*st, host.euid)) {
       loose.push_back(absl::StrCat(path, " (uid ", st->st_uid, ", mode ", Mode(*st), ")"));
     }
@@ -133,11 +133,15 @@ std::string TcpAddress(absl::string_view hex_address, bool v6) {
     return std::string(hex_address);
   }
   uint32_t port = 0;
-  absl::SimpleHexAtoi(parts[1], &port);
+  if (!absl::SimpleHexAtoi(parts[1], &port)) {
+    return std::string(hex_address);
+  }
   std::vector<uint8_t> bytes;
   for (size_t word = 0; word + 8 <= parts[0].size(); word += 8) {
     uint32_t w = 0;
-    absl::SimpleHexAtoi(parts[0].substr(word, 8), &w);
+    if (!absl::SimpleHexAtoi(parts[0].substr(word, 8), &w)) {
+      return std::string(hex_address);
+    }
     for (int i = 0; i < 4; ++i) {  // /proc prints each 32-bit word in host (little) endianness
       bytes.push_back(static_cast<uint8_t>(w >> (8 * i)));
     }

@@ -43,8 +43,11 @@ Check KvmCheck(const HostView& host, const HostCheckOptions& o) {
   if (!verdict) {
     return Make(
         "host.kvm", CheckStatus::kInfo,
-        "/dev/kvm opens; whether a guest really boots under it is not probed yet" + override_note,
-        "run `abox doctor` without --quick (it runs abox's KVM probe boot)");
+        "/dev/kvm opens; whether a guest really boots under it is not known (no cached probe "
+        "verdict)" +
+            override_note,
+        "run `abox doctor` without --quick once an image is built (it runs abox's KVM probe "
+        "boot)");
   }
   if (verdict->usable) {
     return Make("host.kvm", CheckStatus::kPass,

@@ -3,7 +3,6 @@
 // the residual risks the results leave. What the jail of issue 17 (per-VM uid, namespaces,
 // cgroup limits) would add is reported as missing, not passed.
 #include <algorithm>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -25,7 +24,7 @@ struct Ctx {
   std::string proc;  // /proc/<pid>
 };
 
-Check Make(const Ctx& c, const std::string& what, CheckStatus status, std::string reason,
+Check Make(const Ctx& c, const std::string& what, CheckStatus status, const std::string& reason,
            std::string fix = "") {
   return Check{"sandbox", absl::StrCat("sandbox.", c.f.id, ".", what), status,
                absl::StrCat(c.f.name.empty() ? c.f.id : c.f.name, ": ", reason), std::move(fix)};
@@ -52,7 +51,7 @@ std::vector<Check> StatusChecks(const Ctx& c, const std::string& status) {
     out.push_back(Make(c, "uid", CheckStatus::kWarn,
                        absl::StrCat("QEMU runs as uid ", uid,
                                     ", not root, but shared by every VM: one compromised QEMU "
-                                    "could signal or ptrace another's; ",
+                                    "could signal another VM's QEMU; ",
                                     kJailMissing)));
   }
   std::string seccomp = field("Seccomp");
@@ -87,7 +86,7 @@ Check NamespaceCheck(const Ctx& c) {
     if (!vm.ok() || !host.ok()) {
       continue;
     }
-    (*vm == *host ? shared : own).push_back(ns);
+    (*vm == *host ? shared : own).emplace_back(ns);
   }
   if (shared.empty() && own.empty()) {
     return Make(c, "namespaces", CheckStatus::kWarn, "cannot read QEMU's namespaces");
