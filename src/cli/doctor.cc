@@ -25,8 +25,8 @@ constexpr char kDoctorFooter[] =
     R"(Checks: host (KVM, QEMU and its seccomp, user namespaces, cgroups, disk space under
 $ABOX_HOME), daemon (socket and its directory, $ABOX_HOME and state file modes, TCP listener on
 loopback only), images (manifests verify), each running sandbox's QEMU as /proc shows it (uid,
-Seccomp, NoNewPrivs, capabilities, namespaces, cgroup, environment, descriptors, no network
-device in its argv), egress (each sandbox's mode) and secrets. Then the residual risks that hold
+Seccomp, NoNewPrivs, capabilities, namespaces, cgroup, environment, descriptors; no network
+device in its argv nor as QEMU reports it over QMP), egress (each sandbox's mode) and secrets. Then the residual risks that hold
 on this host.
 
 doctor only observes: it does not start aboxd (the daemon checks say when it is not running),

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "absl/strings/ascii.h"
@@ -16,6 +17,7 @@
 #include "src/base/status_macros.h"
 #include "src/base/unique_fd.h"
 #include "src/cli/output.h"
+#include "src/vmm/qmp_client.h"
 
 namespace abox::cli {
 
@@ -202,6 +204,17 @@ HostView RealHostView() {
       return base::ErrnoError(absl::StrCat("statvfs(", path, ")"));
     }
     return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  };
+  view.qmp_hmp = [](const std::string& socket,
+                    const std::string& command) -> absl::StatusOr<std::string> {
+    constexpr std::chrono::milliseconds kTimeout(2000);
+    ABOX_ASSIGN_OR_RETURN(vmm::QmpClient qmp, vmm::QmpClient::Connect(socket, kTimeout));
+    ABOX_ASSIGN_OR_RETURN(nlohmann::json text, qmp.Execute("human-monitor-command",
+                                                           {{"command-line", command}}, kTimeout));
+    if (!text.is_string()) {
+      return absl::InternalError(absl::StrCat("QMP ", command, ": not a string"));
+    }
+    return text.get<std::string>();
   };
   return view;
 }

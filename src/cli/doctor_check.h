@@ -85,6 +85,11 @@ class HostView final {
   std::function<absl::StatusOr<std::string>(const std::vector<std::string>&)> run;
   // Free bytes for an unprivileged user on the file system holding `path`.
   std::function<absl::StatusOr<uint64_t>(const std::string&)> free_bytes;
+  // The text of a human monitor command (`info network`) asked of the QEMU whose QMP socket is
+  // `qmp_socket`, over one short connection; unset: QMP is not asked.
+  std::function<absl::StatusOr<std::string>(const std::string& qmp_socket,
+                                            const std::string& command)>
+      qmp_hmp;
 
  private:
   [[nodiscard]] std::string Under(absl::string_view path) const;

@@ -224,8 +224,30 @@ Check NetworkCheck(const Ctx& c) {
                              devices.empty() ? "" : absl::StrJoin(devices, ", ")),
                 "recreate the sandbox and report this as a bug");
   }
+  std::string argv_note = "argv has -nic none and no -netdev";
+  if (!c.host.qmp_hmp) {
+    return Make(c, "network", CheckStatus::kPass, "no network device: " + argv_note);
+  }
+  // What QEMU itself reports, as QemuVmmE2eTest.QmpAnswersAndTheVmHasNoNetwork asks it.
+  std::string qmp = absl::StrCat(c.f.run_dir, "/qmp.sock");
+  absl::StatusOr<std::string> network = c.host.qmp_hmp(qmp, "info network");
+  absl::StatusOr<std::string> qtree =
+      network.ok() ? c.host.qmp_hmp(qmp, "info qtree") : network.status();
+  if (!qtree.ok()) {
+    return Make(c, "network", CheckStatus::kPass,
+                absl::StrCat("no network device: ", argv_note,
+                             " (QMP not asked: ", qtree.status().message(), ")"));
+  }
+  if (!absl::StripAsciiWhitespace(*network).empty() || absl::StrContains(*qtree, "net")) {
+    return Make(c, "network", CheckStatus::kFail,
+                absl::StrCat("QEMU reports a network device over QMP: ",
+                             absl::StripAsciiWhitespace(*network).substr(0, 200)),
+                "recreate the sandbox and report this as a bug");
+  }
   return Make(c, "network", CheckStatus::kPass,
-              "no network device: argv has -nic none and no -netdev (from /proc, not QMP)");
+              "no network device: QMP's `info network` is empty and `info qtree` has no net "
+              "device; " +
+                  argv_note);
 }
 
 }  // namespace

@@ -177,6 +177,33 @@ TEST(DoctorSandboxTest, SecretsStrayFilesRootAndNoFilterFail) {
               HasSubstr("9 -> /home/u/.ssh/id_ed25519"));
 }
 
+TEST(DoctorSandboxTest, QemuIsAskedOverQmpForNetworkDevices) {
+  FakeHost host;
+  host.Qemu(4242, "/home/u/abox/sandboxes/abc123");
+  std::vector<std::string> asked;
+  std::string network;
+  host.view().qmp_hmp = [&](const std::string& socket,
+                            const std::string& command) -> absl::StatusOr<std::string> {
+    asked.push_back(absl::StrCat(socket, " ", command));
+    return command == "info network" ? network : "bus: main-system-bus\n  dev: virtio-mmio\n";
+  };
+  const Check* ok = Find(SandboxChecks(host.view(), Facts()), "sandbox.abc123.network");
+  EXPECT_EQ(ok->status, CheckStatus::kPass);
+  EXPECT_THAT(ok->reason, HasSubstr("QMP's `info network` is empty"));
+  EXPECT_THAT(asked, ::testing::ElementsAre("/home/u/abox/sandboxes/abc123/qmp.sock info network",
+                                            "/home/u/abox/sandboxes/abc123/qmp.sock info qtree"));
+  network = "net0: index=0,type=user\n";
+  const Check* nic = Find(SandboxChecks(host.view(), Facts()), "sandbox.abc123.network");
+  EXPECT_EQ(nic->status, CheckStatus::kFail);
+  EXPECT_THAT(nic->reason, HasSubstr("net0"));
+  host.view().qmp_hmp = [](const std::string&, const std::string&) -> absl::StatusOr<std::string> {
+    return absl::UnavailableError("connect(qmp.sock): Connection refused");
+  };
+  const Check* unasked = Find(SandboxChecks(host.view(), Facts()), "sandbox.abc123.network");
+  EXPECT_EQ(unasked->status, CheckStatus::kPass);  // argv still says -nic none
+  EXPECT_THAT(unasked->reason, HasSubstr("QMP not asked: connect(qmp.sock)"));
+}
+
 TEST(DoctorSandboxTest, AGoneOrReusedPidIsAFailure) {
   FakeHost host;
   std::vector<Check> gone = SandboxChecks(host.view(), Facts());

@@ -107,6 +107,8 @@ TEST_F(DoctorTest, ReportsTheRunningQemusConfinementAsProcShowsIt) {
   EXPECT_EQ(Check(report, prefix + "descriptors")["status"], "pass")
       << Check(report, prefix + "descriptors");
   EXPECT_EQ(Check(report, prefix + "network")["status"], "pass");
+  EXPECT_THAT(Check(report, prefix + "network")["reason"].get<std::string>(),
+              HasSubstr("QMP's `info network` is empty"));  // QEMU itself was asked
   // The jail is not built: sharing the host's namespaces is a warning naming it, not a pass.
   EXPECT_EQ(Check(report, prefix + "namespaces")["status"], "warn");
   EXPECT_THAT(Check(report, prefix + "namespaces")["reason"].get<std::string>(),
