@@ -4,6 +4,7 @@
 // abox itself starts on demand. What a user types and sees: output, errors and exit codes.
 #include <pty.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -488,6 +489,47 @@ TEST_F(CliCommandsTest, ShellRunsALoginShell) {
   AboxResult r = Abox({"shell", "web"}, "echo \"in $0\"; exit 5\n");
   EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_THAT(r.out, HasSubstr("in "));
+}
+
+// abox doctor observes: without a daemon it warns and starts none, a failed check makes it exit
+// 1, and with the daemon up it reads the daemon's socket and state.
+TEST_F(CliCommandsTest, DoctorObservesStartsNoDaemonAndExitsOneWhenACheckFails) {
+  AboxResult idle = Abox({"doctor", "--json", "--quick"});
+  json report = json::parse(idle.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << idle.out << idle.err;
+  auto check = [](const json& r, const std::string& name) {
+    for (const json& c : r["checks"]) {
+      if (c["name"] == name) {
+        return c;
+      }
+    }
+    return json();
+  };
+  EXPECT_EQ(check(report, "daemon.running")["status"], "warn");
+  EXPECT_THAT(check(report, "daemon.running")["fix"].get<std::string>(),
+              HasSubstr("abox daemon start"));
+  EXPECT_EQ(idle.exit_code, report["summary"]["fail"].get<int>() > 0 ? 1 : 0) << idle.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/run/aboxd.sock")) << "doctor started aboxd";
+
+  // State others can read is a failure: exit 1, in the text too.
+  std::filesystem::create_directories(dir_.path() + "/home");
+  ASSERT_TRUE(base::WriteFileAtomic(dir_.path() + "/home/state.db", "", 0644).ok());
+  AboxResult loose = Abox({"doctor", "--quick"});
+  EXPECT_EQ(loose.exit_code, 1) << loose.out;
+  EXPECT_THAT(loose.out, HasSubstr("fail  daemon.state_files"));
+  EXPECT_THAT(loose.out, HasSubstr("RESIDUAL RISKS"));
+  ASSERT_EQ(::chmod((dir_.path() + "/home/state.db").c_str(), 0600), 0);
+
+  ASSERT_EQ(Abox({"daemon", "start"}).exit_code, 0);
+  AboxResult up = Abox({"doctor", "--json", "--quick"});
+  json running = json::parse(up.out, nullptr, false);
+  ASSERT_FALSE(running.is_discarded()) << up.out << up.err;
+  EXPECT_EQ(check(running, "daemon.running")["status"], "pass");
+  EXPECT_EQ(check(running, "daemon.socket")["status"], "pass");
+  EXPECT_EQ(check(running, "daemon.socket_dir")["status"], "pass");
+  EXPECT_EQ(check(running, "daemon.state_files")["status"], "pass");
+  EXPECT_EQ(check(running, "daemon.tcp")["status"], "pass");
+  EXPECT_EQ(check(running, "sandbox.none")["status"], "info");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "src/base/version.h"
 #include "src/cli/command.h"
 #include "src/cli/daemon_commands.h"
+#include "src/cli/doctor.h"
 #include "src/cli/egress_commands.h"
 #include "src/cli/exec_command.h"
 #include "src/cli/flags.h"
@@ -146,6 +147,7 @@ int main(int argc, char** argv) {
   abox::cli::AddEgressCommands(app, &action);
   abox::cli::AddDaemonCommands(app, &action);
   abox::cli::AddMcpCommands(app, &action);
+  abox::cli::AddDoctorCommand(app, &action);
   // Last: subcommands added after it would inherit it.
   app.footer(kAppFooter);
 
