@@ -243,7 +243,7 @@ TEST_F(ServerTest, MalformedAndOverLongLinesAreAnsweredWithErrors) {
 TEST_F(ServerTest, ListsToolsWithTheirSchemas) {
   Request(1, "tools/list");
   json tools = AnsweredAtOnce(1)["result"]["tools"];
-  ASSERT_EQ(tools.size(), 3u);
+  ASSERT_EQ(tools.size(), 4u);
   EXPECT_EQ(tools[0]["name"], "echo");
   EXPECT_EQ(tools[0]["inputSchema"]["type"], "object");
   EXPECT_EQ(tools[0]["outputSchema"]["type"], "object");
