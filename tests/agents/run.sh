@@ -13,21 +13,8 @@ fi
 abox=$(realpath -e -- "$2")
 abox_mcp=$(realpath -e -- "$3")
 cd "$(dirname "$0")"
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "tests/agents ($1): '$tool' is missing: install Node.js >= 20 with npm" \
-         "(scripts/install-deps.sh does)" >&2
-    exit 1
-  fi
-done
-installed() { [ -x node_modules/.bin/claude ] && [ -x node_modules/.bin/codex ]; }
-if ! installed; then
-  # Both tests may start at once (ctest -j): one installs, the other waits for it.
-  exec 9>.npm-ci.lock
-  flock 9
-  installed || npm ci --no-audit --no-fund >&2
-  exec 9>&-
-fi
+. ../npm_deps.sh
+npm_deps "tests/agents ($1)" node_modules/.bin/claude node_modules/.bin/codex
 export ABOX_BIN="$abox" ABOX_MCP_BIN="$abox_mcp"
 case "$1" in
   claude) exec node --test claude_code.test.mjs ;;

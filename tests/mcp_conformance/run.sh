@@ -11,16 +11,8 @@ if [ $# -ne 1 ]; then
   exit 2
 fi
 ABOX_MCP="$1"
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "mcp_conformance_test: '$tool' is missing: install Node.js >= 20 with npm" \
-         "(scripts/install-deps.sh does)" >&2
-    exit 1
-  fi
-done
-if [ ! -d node_modules/@modelcontextprotocol/conformance ]; then
-  npm ci --no-audit --no-fund >&2
-fi
+. ../npm_deps.sh
+npm_deps mcp_conformance_test node_modules/@modelcontextprotocol/conformance
 
 SCENARIOS=(server-initialize ping tools-list logging-set-level dns-rebinding-protection)
 
