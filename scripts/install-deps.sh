@@ -15,7 +15,7 @@ PACKAGES=(
   libyaml-cpp-dev
   # fuzzing and sanitizers (clang's runtime)
   libclang-rt-14-dev
-  # tests only: the hygiene checks (scripts/checks: clang-format, the layering table in python3)
+  # tests only: the hygiene checks (scripts/checks: clang-format; layering and claims in python3)
   clang-format
   # run: the VMM, disk overlays, and the image builder
   qemu-system-x86 qemu-utils mmdebstrap e2fsprogs kmod lz4 ca-certificates uidmap

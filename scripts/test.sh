@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: hygiene checks (layering, clang-format), unit tests (release build), end-to-end
-# tests that boot real microVMs, unit tests under ASan + UBSan (clang) and a short libFuzzer run
-# of every fuzz target. Prints the wall time of every phase, one summary line per tier
-# (`unit: N passed, M failed`) and a total at the end; exits non-zero if any phase failed.
+# Runs every test: hygiene checks (layering, clang-format, and the claims of docs/security.md
+# against the tests and doctor checks they cite, with that check's own tests), unit tests (release
+# build), end-to-end tests that boot real microVMs, unit tests under ASan + UBSan (clang) and a
+# short libFuzzer run of every fuzz target. Prints the wall time of every phase, one summary line
+# per tier (`unit: N passed, M failed`) and a total at the end; exits non-zero if any phase failed.
 #   ABOX_FUZZ_SECONDS  seconds per fuzz target (default: 30, 10 for the net parsers)
 #   ABOX_TEST_JOBS     tests run side by side in each tier (default 2; e2e VMs included)
 #   ABOX_TEST_HOME     where the test image lives (default ~/.cache/abox/test-home)
@@ -81,6 +82,8 @@ command -v ccache >/dev/null && ccache --zero-stats >/dev/null
 
 phase deps scripts/install-deps.sh || { summary; exit 1; }
 phase layering python3 scripts/checks/layering.py
+phase claims python3 scripts/checks/claims.py
+phase "claims self-test" python3 scripts/checks/claims_test.py
 phase format scripts/checks/format.sh
 phase "build release" build release || { summary; exit 1; }
 phase image build/release/bin/abox image build || { summary; exit 1; }
