@@ -187,19 +187,22 @@ TEST(DoctorSandboxTest, QemuIsAskedOverQmpForNetworkDevices) {
     asked.push_back(absl::StrCat(socket, " ", command));
     return command == "info network" ? network : "bus: main-system-bus\n  dev: virtio-mmio\n";
   };
-  const Check* ok = Find(SandboxChecks(host.view(), Facts()), "sandbox.abc123.network");
+  std::vector<Check> ok_checks = SandboxChecks(host.view(), Facts());
+  const Check* ok = Find(ok_checks, "sandbox.abc123.network");
   EXPECT_EQ(ok->status, CheckStatus::kPass);
   EXPECT_THAT(ok->reason, HasSubstr("QMP's `info network` is empty"));
   EXPECT_THAT(asked, ::testing::ElementsAre("/home/u/abox/sandboxes/abc123/qmp.sock info network",
                                             "/home/u/abox/sandboxes/abc123/qmp.sock info qtree"));
   network = "net0: index=0,type=user\n";
-  const Check* nic = Find(SandboxChecks(host.view(), Facts()), "sandbox.abc123.network");
+  std::vector<Check> nic_checks = SandboxChecks(host.view(), Facts());
+  const Check* nic = Find(nic_checks, "sandbox.abc123.network");
   EXPECT_EQ(nic->status, CheckStatus::kFail);
   EXPECT_THAT(nic->reason, HasSubstr("net0"));
   host.view().qmp_hmp = [](const std::string&, const std::string&) -> absl::StatusOr<std::string> {
     return absl::UnavailableError("connect(qmp.sock): Connection refused");
   };
-  const Check* unasked = Find(SandboxChecks(host.view(), Facts()), "sandbox.abc123.network");
+  std::vector<Check> unasked_checks = SandboxChecks(host.view(), Facts());
+  const Check* unasked = Find(unasked_checks, "sandbox.abc123.network");
   EXPECT_EQ(unasked->status, CheckStatus::kPass);  // argv still says -nic none
   EXPECT_THAT(unasked->reason, HasSubstr("QMP not asked: connect(qmp.sock)"));
 }
