@@ -94,8 +94,9 @@ absl::StatusOr<nlohmann::json> Apply(ToolEnv& env, const nlohmann::json& args, C
 
 // Asks the client's user about `target` with MCP elicitation, until `deadline`, and carries
 // out their answer through aboxd as `abox egress approve / deny` would. Returns the request's
-// new state, or "" when the user gave no decision (declined, dismissed, no answer in time, or
-// the client failed): it stays pending in the review queue then.
+// new state; "pending" when the user declined or dismissed the question (it stays in the review
+// queue, and waiting longer would only hold the model up); "" when no answer came (in time, or
+// the client failed), so that the queue is watched instead.
 absl::StatusOr<std::string> AskThroughClient(ToolEnv& env, CallContext& ctx, const std::string& id,
                                              const std::string& target, const std::string& reason,
                                              absl::Time deadline) {
@@ -130,7 +131,7 @@ absl::StatusOr<std::string> AskThroughClient(ToolEnv& env, CallContext& ctx, con
     decision = (*answer)["content"].value("decision", "");
   }
   if (decision != "always" && decision != "once" && decision != "deny") {
-    return std::string();
+    return std::string("pending");  // declined, dismissed, or an answer that is not one of ours
   }
   absl::StatusOr<nlohmann::json> decided =
       decision == "deny"
@@ -211,6 +212,7 @@ absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json&
   };
   std::string state = answer->request.state;
   absl::Time deadline = absl::Now() + absl::Seconds(IntArg(args, "wait_seconds", 40));
+  bool user_answered = false;
   if (state == "pending" && ctx.ClientCanElicit()) {
     // The client can ask its user directly; the queue and its commands stay the other way.
     absl::StatusOr<std::string> decided = AskThroughClient(env, ctx, *id, target, reason, deadline);
@@ -219,9 +221,10 @@ absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json&
     }
     if (!decided->empty()) {
       state = *decided;
+      user_answered = true;
     }
   }
-  if (state == "pending") {
+  if (state == "pending" && !user_answered) {
     ProgressTicker ticker(ctx, absl::StrCat("waiting for the person to allow or deny ", name,
                                             " (abox egress queue)"));
     while (state == "pending" && absl::Now() < deadline && !ctx.cancelled()) {
@@ -249,6 +252,10 @@ absl::StatusOr<nlohmann::json> EgressRequest(ToolEnv& env, const nlohmann::json&
   } else if (state == "approved_once") {
     message = absl::StrCat("the person allowed one connection to ", name,
                            ": retry the command once; ask again if it needs more");
+  } else if (state == "pending" && user_answered) {
+    message = absl::StrCat("the person did not allow ", name,
+                           " when asked; it stays in their review queue (abox egress queue). Do "
+                           "without it, or ask them.");
   } else if (state == "pending") {
     message = absl::StrCat(
         name,

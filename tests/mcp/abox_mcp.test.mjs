@@ -360,13 +360,17 @@ test("a client that can elicit asks its user, and the answer is carried out", as
     assert.equal(row.state, "approved_once");
     assert.equal(row.once_port, 8443);
 
-    // Declined: nothing decided; the ask stays in the queue for the person.
+    // Declined: nothing decided; the ask stays in the queue for the person, and the call
+    // answers at once instead of waiting out wait_seconds.
+    const t0 = Date.now();
     const d = await c.callTool({ name: "egress_request",
                                  arguments: { sandbox, name: "other.example.org",
-                                              reason: "docs", wait_seconds: 2 } },
+                                              reason: "docs", wait_seconds: 30 } },
                                undefined, { timeout: 60000 });
+    assert.ok(Date.now() - t0 < 15000, `a declined ask took ${Date.now() - t0} ms`);
     assert.equal(d.structuredContent.granted, false);
     assert.equal(d.structuredContent.pending, true);
+    assert.match(d.structuredContent.message, /did not allow/);
     assert.equal(asked.length, 2);
     q = await api("GET", `/v1/egress/queue?sandbox=${sandbox}`);
     assert.ok(q.json.requests.some((x) => x.name === "other.example.org" && x.state === "pending"));
