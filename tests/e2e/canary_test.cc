@@ -74,8 +74,8 @@ class CanaryListeners final {
   CanaryListeners(const CanaryListeners&) = delete;
   CanaryListeners& operator=(const CanaryListeners&) = delete;
 
-  [[nodiscard]] int tcp_port() const { return tcp_port_; }
-  [[nodiscard]] int connections() const { return connections_; }
+  [[nodiscard]] int TcpPort() const { return tcp_port_; }
+  [[nodiscard]] int Connections() const { return connections_; }
 
   // Connects from the host to both listeners (the positive control): true if both counted.
   bool ProbeFromHost() {
@@ -185,7 +185,7 @@ class CanaryTest : public ::testing::Test {
     socket_path_ = (user_ / ".docker/run/docker.sock").string();
     listeners_ = std::make_unique<CanaryListeners>(socket_path_);
     ASSERT_TRUE(listeners_->ProbeFromHost()) << "the canary listeners do not record connections";
-    baseline_connections_ = listeners_->connections();
+    baseline_connections_ = listeners_->Connections();
     before_ = Snapshot(user_);
   }
 
@@ -220,7 +220,7 @@ class CanaryTest : public ::testing::Test {
 
   // The host side after the guest did its worst: no connection, every planted file unchanged.
   void ExpectHostUntouched() {
-    EXPECT_EQ(listeners_->connections(), baseline_connections_)
+    EXPECT_EQ(listeners_->Connections(), baseline_connections_)
         << "a guest connection reached a host listener";
     EXPECT_EQ(Snapshot(user_), before_) << "a planted file or the workspace changed";
   }
@@ -239,7 +239,7 @@ class CanaryTest : public ::testing::Test {
 TEST_F(CanaryTest, HostSecretsAreUnreachableFromGuestRoot) {
   std::string id = Create();
   ASSERT_EQ(id.size(), 12u);
-  int port = listeners_->tcp_port();
+  int port = listeners_->TcpPort();
   // The tokens go in split, so the command line (which the guest may log) never holds them.
   size_t half = secret_.size() / 2;
   std::string script = absl::StrReplaceAll(
@@ -351,10 +351,10 @@ TEST_F(CanaryTest, DestructiveGuestRootLeavesHostImageAndOtherSandboxesUnchanged
 
   // The bystander still works and still reads its files from its disk (caches dropped, so a
   // disk shared with the destroyer would show).
-  AboxResult after =
-      Abox({"exec", "--root", bystander, "--", "sh", "-c",
-            "sync; echo 3 > /proc/sys/vm/drop_caches; cat /home/*/marker; . /etc/os-release; "
-            "echo $ID; ls /usr/bin | wc -l"});
+  std::string reread =
+      "sync; echo 3 > /proc/sys/vm/drop_caches; cat /home/*/marker; . /etc/os-release; echo $ID; "
+      "ls /usr/bin | wc -l";
+  AboxResult after = Abox({"exec", "--root", bystander, "--", "sh", "-c", reread});
   std::cout << "bystander after: " << after.out << after.err << "\n";
   EXPECT_EQ(after.exit_code, 0) << after.err;
   std::vector<std::string> lines = absl::StrSplit(after.out, '\n', absl::SkipEmpty());
