@@ -190,10 +190,7 @@ class CanaryTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    AboxResult ids = Abox({"ls", "-a", "-q"});
-    for (absl::string_view id : absl::StrSplit(ids.out, '\n', absl::SkipEmpty())) {
-      Abox({"rm", "-f", std::string(id)});
-    }
+    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
     Abox({"daemon", "stop"});
   }
 

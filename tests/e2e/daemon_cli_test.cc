@@ -26,10 +26,7 @@ class DaemonCliTest : public ::testing::Test {
  protected:
   void TearDown() override {
     // Whatever is left: removed through the CLI, then the daemon stopped.
-    AboxResult ids = Abox({"ls", "-a", "-q"});
-    for (absl::string_view id : absl::StrSplit(ids.out, '\n', absl::SkipEmpty())) {
-      Abox({"rm", "-f", std::string(id)});
-    }
+    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
     Abox({"daemon", "stop"});
   }
 

@@ -24,10 +24,7 @@ using ::testing::HasSubstr;
 class DoctorTest : public ::testing::Test {
  protected:
   void TearDown() override {
-    AboxResult ids = Abox({"ls", "-a", "-q"});
-    for (absl::string_view id : absl::StrSplit(ids.out, '\n', absl::SkipEmpty())) {
-      Abox({"rm", "-f", std::string(id)});
-    }
+    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
     Abox({"daemon", "stop"});
   }
 

@@ -101,10 +101,7 @@ class EgressE2eTest : public ::testing::Test {
         << daemon_->Log();
   }
   void TearDown() override {
-    AboxResult ids = Abox({"ls", "-a", "-q"});
-    for (absl::string_view id : absl::StrSplit(ids.out, '\n', absl::SkipEmpty())) {
-      Abox({"rm", "-f", std::string(id)});
-    }
+    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
     (void)daemon_->Stop();
   }
 

@@ -202,6 +202,13 @@ std::vector<std::string> ListTree(const std::string& dir) {
   return out;
 }
 
+void RemoveAllSandboxes(const std::function<AboxResult(std::vector<std::string>)>& abox) {
+  AboxResult ids = abox({"ls", "-a", "-q"});
+  for (absl::string_view id : absl::StrSplit(ids.out, '\n', absl::SkipEmpty())) {
+    abox({"rm", "-f", std::string(id)});
+  }
+}
+
 std::string AboxHome() {
   const char* h = std::getenv("ABOX_HOME");  // NOLINT(concurrency-mt-unsafe)
   if (h) {

@@ -50,6 +50,10 @@ std::vector<pid_t> ChildrenOf(pid_t parent);
 // Files and directories under `dir` (recursively), relative paths.
 std::vector<std::string> ListTree(const std::string& dir);
 
+// An e2e test's teardown through the CLI: `abox rm -f` of every sandbox `abox ls -a -q` lists,
+// each run by `abox` (the fixture's own way of running the CLI, with its environment).
+void RemoveAllSandboxes(const std::function<AboxResult(std::vector<std::string>)>& abox);
+
 // $ABOX_HOME as abox resolves it (the tests run abox with the same environment).
 std::string AboxHome();
 
