@@ -26,8 +26,9 @@ PACKAGES=(
   # tests only: the loopback upstreams of the egress tests (openssl s_server, python3 http.server)
   openssl python3
 )
-# tests only: the MCP SDK client test (tests/mcp) and the MCP conformance suite
-# (tests/mcp_conformance, Node >= 20) run on Node.js with npm. Debian's nodejs and
+# tests only: the MCP SDK client test (tests/mcp, Node >= 18), the MCP conformance suite and the
+# agent CLI tests (tests/mcp_conformance, tests/agents: Node >= 20; Debian 12 has 18, see the
+# README) run on Node.js with npm. Debian's nodejs and
 # npm, unless a node is already installed (e.g. NodeSource's, whose nodejs package has npm
 # built in and conflicts with Debian's npm).
 if ! command -v node >/dev/null; then

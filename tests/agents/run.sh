@@ -14,7 +14,7 @@ abox=$(realpath -e -- "$2")
 abox_mcp=$(realpath -e -- "$3")
 cd "$(dirname "$0")"
 . ../npm_deps.sh
-npm_deps "tests/agents ($1)" node_modules/.bin/claude node_modules/.bin/codex
+npm_deps "tests/agents ($1)" 20 node_modules/.bin/claude node_modules/.bin/codex
 export ABOX_BIN="$abox" ABOX_MCP_BIN="$abox_mcp"
 case "$1" in
   claude) exec node --test claude_code.test.mjs ;;

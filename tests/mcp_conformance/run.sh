@@ -12,7 +12,7 @@ if [ $# -ne 1 ]; then
 fi
 ABOX_MCP="$1"
 . ../npm_deps.sh
-npm_deps mcp_conformance_test node_modules/@modelcontextprotocol/conformance
+npm_deps mcp_conformance_test 20 node_modules/@modelcontextprotocol/conformance
 
 SCENARIOS=(server-initialize ping tools-list logging-set-level dns-rebinding-protection)
 
