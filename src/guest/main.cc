@@ -22,6 +22,7 @@
 #include "src/guest/agent.h"
 #include "src/guest/channel.h"
 #include "src/guest/egress_setup.h"
+#include "src/guest/identity_tool.h"
 #include "src/guest/log.h"
 #include "src/guest/pid1.h"
 #include "src/guest/stage1.h"
@@ -34,6 +35,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: abox-guest [--stage2] [--port PATH | --channel-fd N | --socket PATH]\n"
     "       abox-guest ws manifest|unpack|pack ROOT [...]\n"
+    "       abox-guest identity\n"
     "\n"
     "The abox guest agent. In the VM it runs as PID 1 and serves the host over the\n"
     "virtio-serial port named org.abox.agent.0.\n"
@@ -57,6 +59,11 @@ constexpr char kUsage[] =
     "  ws unpack ROOT [--owner UID:GID]  apply the sync archive on stdin to ROOT\n"
     "  ws pack ROOT                      write a sync archive of the NUL-separated paths on\n"
     "                                    stdin (those that exist below ROOT) to stdout\n"
+    "\n"
+    "Identity (the host runs this as root before any command of a restored VM):\n"
+    "  identity   read {\"seed\",\"unix_time_ns\",\"hostname\",\"machine_id\",\"sandbox_id\"} as\n"
+    "             JSON on stdin; seed the kernel RNG, set the clock and hostname, write\n"
+    "             /etc/machine-id and /run/abox/sandbox-id; print {\"ok\":true}\n"
     "\n"
     "Commands run as the user `agent` (or root on request) when abox-guest is root, else as\n"
     "the invoking user.\n";
@@ -243,6 +250,10 @@ int RunOnChannel(const Flags& flags) {
 int Main(int argc, char** argv) {
   if (argc >= 2 && absl::string_view(argv[1]) == "ws") {
     return RunWorkspaceTool(argc - 1, argv + 1, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO);
+  }
+  if (argc >= 2 && absl::string_view(argv[1]) == "identity") {
+    SystemIdentityEffects effects;
+    return RunIdentityTool(argc - 1, argv + 1, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, effects);
   }
   Flags flags;
   for (int i = 1; i < argc; ++i) {
