@@ -3,6 +3,7 @@
 // requests change nothing; a good one sets the hostname, /etc/machine-id, /run/abox/sandbox-id
 // and the wall clock (here one hour ahead, so the move is unmistakable), and seeds the kernel
 // RNG (its ioctls fail the tool when refused). One VM for the whole test.
+#include <iostream>
 #include <map>
 #include <string>
 
@@ -75,7 +76,8 @@ TEST(IdentityTest, TheGuestToolAppliesAGoodRequestAndNothingOfABadOne) {
   absl::Time started = absl::Now();
   AboxResult r = RunAbox(call);
   const int64_t took = absl::ToInt64Seconds(absl::Now() - started) + 1;
-  ASSERT_EQ(r.exit_code, 0) << r.err << "\n" << r.out;
+  std::cout << "guest output:\n" << r.out << "[stderr]\n" << r.err << "\n";
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   std::map<std::string, std::string> v = ParseLines(r.out);
   ASSERT_EQ(v["end"], "1") << r.out;
 
