@@ -8,7 +8,8 @@
 //    "sandbox_id": "<1-64 of [a-z0-9_.-]>"}
 //
 // and it applies, in order: the seed to the kernel RNG (credited, then an immediate CRNG
-// reseed), the wall clock, the hostname, /etc/machine-id and /run/abox/sandbox-id.
+// reseed), the wall clock, the hostname, /etc/machine-id and /run/abox/sandbox-id (each file
+// the id and a newline).
 //
 // Trust: the request comes from the host, but it is parsed as untrusted input all the same
 // (bounded, every field type-checked, unknown or repeated fields refused): a malformed request
