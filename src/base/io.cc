@@ -5,9 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "src/base/status_macros.h"
 
 namespace abox::base {
@@ -124,6 +126,75 @@ absl::Status SetNonBlocking(int fd, bool non_blocking) {
   flags = non_blocking ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
   if (::fcntl(fd, F_SETFL, flags) != 0) {
     return ErrnoError("fcntl(F_SETFL)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CopyDataSparse(int in, int out, const std::string& what) {
+  struct stat st {};
+  if (::fstat(in, &st) != 0) {
+    return ErrnoError(absl::StrCat("fstat(", what, ")"));
+  }
+  off_t pos = 0;
+  std::string buf(1 << 20, '\0');
+  while (pos < st.st_size) {
+    off_t data = ::lseek(in, pos, SEEK_DATA);
+    if (data < 0) {
+      break;  // only a hole is left
+    }
+    off_t hole = ::lseek(in, data, SEEK_HOLE);
+    if (hole < 0) {
+      hole = st.st_size;
+    }
+    for (off_t at = data; at < hole;) {
+      size_t want = static_cast<size_t>(std::min<off_t>(hole - at, static_cast<off_t>(buf.size())));
+      ssize_t n = ::pread(in, buf.data(), want, at);
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        return ErrnoError(absl::StrCat("read(", what, ")"));
+      }
+      for (ssize_t done = 0; done < n;) {
+        ssize_t w = ::pwrite(out, buf.data() + done, static_cast<size_t>(n - done), at + done);
+        if (w < 0 && errno == EINTR) {
+          continue;
+        }
+        if (w <= 0) {
+          return ErrnoError(absl::StrCat("write(copy of ", what, ")"));
+        }
+        done += w;
+      }
+      at += n;
+    }
+    pos = hole;
+  }
+  if (::ftruncate(out, st.st_size) != 0) {
+    return ErrnoError(absl::StrCat("ftruncate(copy of ", what, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CopyFileSparse(const std::string& from, const std::string& to, unsigned mode) {
+  UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!in) {
+    return ErrnoError(absl::StrCat("open(", from, ")"));
+  }
+  UniqueFd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!out) {
+    return ErrnoError(absl::StrCat("open(", to, ")"));
+  }
+  ABOX_RETURN_IF_ERROR(CopyDataSparse(in.get(), out.get(), from));
+  if (::fchmod(out.get(), static_cast<mode_t>(mode)) != 0) {
+    return ErrnoError(absl::StrCat("fchmod(", to, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncFile(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd || ::fsync(fd.get()) != 0) {
+    return ErrnoError(absl::StrCat("fsync(", path, ")"));
   }
   return absl::OkStatus();
 }

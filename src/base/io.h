@@ -37,6 +37,18 @@ struct Pipe {
 [[nodiscard]] absl::Status WriteFileAtomic(const std::string& path, std::string_view data,
                                            int mode = 0644);
 
+// Copies what `in` holds (a regular file or memfd, from offset 0) into `out` at the same
+// offsets, skipping holes, and sizes `out` like `in`. `what` names `in` in errors.
+[[nodiscard]] absl::Status CopyDataSparse(int in, int out, const std::string& what);
+
+// Copies the regular file `from` to `to`, which must not exist, keeping holes (SEEK_DATA /
+// SEEK_HOLE); the copy gets `mode` (not fsynced: SyncFile when it must be durable). On a
+// failure `to` may be left partial.
+[[nodiscard]] absl::Status CopyFileSparse(const std::string& from, const std::string& to,
+                                          unsigned mode);
+// fsync(2) of the file at `path`.
+[[nodiscard]] absl::Status SyncFile(const std::string& path);
+
 [[nodiscard]] absl::Status SetNonBlocking(int fd, bool non_blocking = true);
 
 }  // namespace abox::base

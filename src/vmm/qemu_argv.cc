@@ -106,7 +106,7 @@ std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in) {
   add("-name", absl::StrCat("abox-", in.id));
   // microvm keeps its defaults: pit/pic/rtc on (turning them off hangs TCG boots), ACPI on
   // (the stock kernel finds the virtio-mmio devices through ACPI).
-  add("-M", "microvm");
+  add("-M", absl::StrCat("microvm,memory-backend=", kMemoryBackendId));
   for (const HardeningFlag& f : QemuHardeningFlags()) {
     a.emplace_back(f.flag);
     if (f.value != nullptr) {
@@ -123,23 +123,46 @@ std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in) {
     // 1.3 GiB RSS after a benchmark run. 128 MiB bounds it (docs/BENCHMARKS.md).
     add("-accel", "tcg,tb-size=128");
   }
+  // Guest memory is always an explicit backend with one name, so that a state saved from a VM
+  // with file-backed memory loads into one with anonymous memory and back (migration matches
+  // memory blocks by name).
+  if (in.memory_fd >= 0) {
+    add("-object", absl::StrCat("memory-backend-file,id=", kMemoryBackendId,
+                                ",size=", in.memory_mib, "M,mem-path=/proc/self/fd/", in.memory_fd,
+                                ",share=", in.memory_shared ? "on" : "off"));
+  } else {
+    add("-object",
+        absl::StrCat("memory-backend-ram,id=", kMemoryBackendId, ",size=", in.memory_mib, "M"));
+  }
   add("-m", absl::StrCat(in.memory_mib));
   add("-smp", absl::StrCat(in.cpus));
   add("-kernel", in.kernel_path);
   add("-initrd", in.initrd_path);
   add("-append", in.kernel_cmdline);
 
-  // Root disk: a per-VM qcow2 overlay over the read-only golden image, both passed as
-  // descriptors (fd sets 1 and 2), with the backing node given explicitly so QEMU never opens
-  // the backing path recorded in the overlay.
+  // Root disk: a per-VM qcow2 overlay over the read-only golden image (and over the frozen
+  // layers of a template or checkpoint between them), all passed as descriptors (fd sets 1, 2,
+  // 3...), with each backing node given explicitly so QEMU never opens a backing path recorded
+  // in an image.
   add("-add-fd", absl::StrCat("fd=", in.overlay_fd, ",set=1"));
   add("-add-fd", absl::StrCat("fd=", in.rootfs_fd, ",set=2"));
   add("-blockdev",
       "driver=raw,node-name=rootfs-base,read-only=on,file.driver=file,"
       "file.filename=/dev/fdset/2");
-  add("-blockdev",
-      "driver=qcow2,node-name=rootfs,backing=rootfs-base,discard=unmap,file.driver=file,"
-      "file.filename=/dev/fdset/1");
+  std::string below = "rootfs-base";
+  for (size_t i = 0; i < in.layer_fds.size(); ++i) {
+    size_t set = 3 + i;
+    std::string node = absl::StrCat("layer", i);
+    add("-add-fd", absl::StrCat("fd=", in.layer_fds[i], ",set=", set));
+    // drop-cache=off: no slow posix_fadvise(DONTNEED) on a read-only image at activation.
+    add("-blockdev", absl::StrCat("driver=qcow2,node-name=", node, ",backing=", below,
+                                  ",read-only=on,file.driver=file,file.drop-cache=off,"
+                                  "file.filename=/dev/fdset/",
+                                  set));
+    below = node;
+  }
+  add("-blockdev", absl::StrCat("driver=qcow2,node-name=rootfs,backing=", below,
+                                ",discard=unmap,file.driver=file,file.filename=/dev/fdset/1"));
   add("-device", "virtio-blk-device,drive=rootfs");
 
   // Agent channel: one virtio-serial port on a unix socket the host connects to.
@@ -156,6 +179,11 @@ std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in) {
   add("-serial", "chardev:con");
 
   add("-device", "virtio-rng-device");
+  if (in.incoming) {
+    // The state comes later over QMP (migrate-incoming), after the capabilities that must match
+    // the saving side are set.
+    add("-incoming", "defer");
+  }
   return a;
 }
 

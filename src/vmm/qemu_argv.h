@@ -42,6 +42,9 @@ struct PrivilegePlan {
 // Root with KVM whose /dev/kvm only root can open -> no drop, with a warning saying so.
 [[nodiscard]] PrivilegePlan PlanPrivileges(const PrivilegeInputs& in);
 
+// The id of the guest memory backend (and so of its memory block in a saved state).
+inline constexpr char kMemoryBackendId[] = "abox.ram";
+
 struct QemuArgvInput {
   std::string qemu_binary = "qemu-system-x86_64";
   std::string setpriv_binary = "setpriv";
@@ -57,6 +60,13 @@ struct QemuArgvInput {
   // Descriptors QEMU inherits at these numbers.
   int overlay_fd = -1;  // qcow2 overlay, O_RDWR
   int rootfs_fd = -1;   // golden raw image, O_RDONLY
+  // Frozen qcow2 disks between the golden image and the overlay, lowest first, O_RDONLY.
+  std::vector<int> layer_fds;
+  // >= 0: guest memory is this file (reopened as /proc/self/fd/N), mapped shared or private.
+  int memory_fd = -1;
+  bool memory_shared = false;
+  // Wait for migration state (-incoming defer) instead of booting.
+  bool incoming = false;
   int qmp_fd = -1;      // listening unix socket for QMP
   int agent_fd = -1;    // listening unix socket for the agent channel
   int console_fd = -1;  // connected stream socket; the serial console is written to it

@@ -49,7 +49,10 @@ std::vector<std::string> ValuesOf(const std::vector<std::string>& argv, const st
 TEST(QemuArgvTest, TcgMicrovmWithoutHostCpu) {
   std::vector<std::string> argv = BuildQemuArgv(Input(Accel::kTcg));
   EXPECT_EQ(argv[0], "/usr/bin/qemu-system-x86_64");
-  EXPECT_THAT(ValuesOf(argv, "-M"), ElementsAre("microvm"));
+  EXPECT_THAT(ValuesOf(argv, "-M"), ElementsAre("microvm,memory-backend=abox.ram"));
+  // Anonymous memory, under the one name every VM's memory has (so states load across kinds).
+  EXPECT_THAT(ValuesOf(argv, "-object"), ElementsAre("memory-backend-ram,id=abox.ram,size=512M"));
+  EXPECT_THAT(ValuesOf(argv, "-incoming"), IsEmpty());
   EXPECT_THAT(ValuesOf(argv, "-accel"), ElementsAre("tcg,tb-size=128"));
   EXPECT_THAT(ValuesOf(argv, "-cpu"), IsEmpty());
   EXPECT_THAT(ValuesOf(argv, "-m"), ElementsAre("512"));
@@ -111,6 +114,40 @@ TEST(QemuArgvTest, DevicesUseInheritedDescriptors) {
                   "virtserialport,chardev=agent,name=org.abox.agent.0", "virtio-rng-device"));
   EXPECT_THAT(ValuesOf(argv, "-mon"), ElementsAre("chardev=qmp,mode=control"));
   EXPECT_THAT(ValuesOf(argv, "-serial"), ElementsAre("chardev:con"));
+}
+
+TEST(QemuArgvTest, TemplateMemoryIsSharedAndCloneMemoryPrivate) {
+  QemuArgvInput in = Input(Accel::kTcg);
+  in.memory_fd = 12;
+  in.memory_shared = true;
+  EXPECT_THAT(ValuesOf(BuildQemuArgv(in), "-object"),
+              ElementsAre("memory-backend-file,id=abox.ram,size=512M,mem-path=/proc/self/fd/12,"
+                          "share=on"));
+  in.memory_shared = false;
+  in.incoming = true;
+  std::vector<std::string> argv = BuildQemuArgv(in);
+  EXPECT_THAT(ValuesOf(argv, "-object"),
+              ElementsAre("memory-backend-file,id=abox.ram,size=512M,mem-path=/proc/self/fd/12,"
+                          "share=off"));
+  EXPECT_THAT(ValuesOf(argv, "-incoming"), ElementsAre("defer"));
+}
+
+TEST(QemuArgvTest, FrozenLayersChainBetweenImageAndOverlay) {
+  QemuArgvInput in = Input(Accel::kTcg);
+  in.layer_fds = {20, 21};
+  std::vector<std::string> argv = BuildQemuArgv(in);
+  EXPECT_THAT(ValuesOf(argv, "-add-fd"),
+              ElementsAre("fd=7,set=1", "fd=8,set=2", "fd=20,set=3", "fd=21,set=4"));
+  std::vector<std::string> blockdevs = ValuesOf(argv, "-blockdev");
+  ASSERT_EQ(blockdevs.size(), 4u);
+  EXPECT_THAT(blockdevs[1], HasSubstr("node-name=layer0,backing=rootfs-base,read-only=on"));
+  EXPECT_THAT(blockdevs[1], HasSubstr("/dev/fdset/3"));
+  EXPECT_THAT(blockdevs[2], HasSubstr("node-name=layer1,backing=layer0,read-only=on"));
+  EXPECT_THAT(blockdevs[2], HasSubstr("/dev/fdset/4"));
+  // The VM writes only its own overlay, on top of the last layer.
+  EXPECT_THAT(blockdevs[3], HasSubstr("node-name=rootfs,backing=layer1,"));
+  EXPECT_THAT(blockdevs[3], HasSubstr("/dev/fdset/1"));
+  EXPECT_THAT(blockdevs[3], Not(HasSubstr("read-only")));
 }
 
 TEST(QemuArgvTest, PrivilegeDropGoesThroughSetprivWithDeathSignal) {

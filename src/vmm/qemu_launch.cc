@@ -88,6 +88,11 @@ absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd overlay,
                         OpenFile(RunDirPath(c.run_dir, kOverlayFile), O_RDWR));
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd rootfs, OpenFile(c.rootfs, O_RDONLY));
+  std::vector<base::UniqueFd> layers;
+  for (const std::string& layer : c.disk_layers) {
+    ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenFile(layer, O_RDONLY));
+    layers.push_back(std::move(fd));
+  }
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd qmp,
                         base::ListenUnixSocket(RunDirPath(c.run_dir, kQmpSocket)));
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd agent,
@@ -118,6 +123,12 @@ absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
   in.qmp_fd = qmp.get();
   in.agent_fd = agent.get();
   in.console_fd = console_qemu.get();
+  for (const base::UniqueFd& fd : layers) {
+    in.layer_fds.push_back(fd.get());
+  }
+  in.memory_fd = c.memory_fd;
+  in.memory_shared = c.memory_shared;
+  in.incoming = c.incoming;
 
   base::SpawnOptions o;
   o.argv = BuildQemuArgv(in);
@@ -125,6 +136,10 @@ absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
   o.stderr_fd = output.write.get();
   o.keep_fds = {kernel.get(), initrd.get(), overlay.get(),     rootfs.get(),
                 qmp.get(),    agent.get(),  console_qemu.get()};
+  o.keep_fds.insert(o.keep_fds.end(), in.layer_fds.begin(), in.layer_fds.end());
+  if (c.memory_fd >= 0) {
+    o.keep_fds.push_back(c.memory_fd);
+  }
   // Only those descriptors and 0-2 reach QEMU (whatever else the shim may have inherited does
   // not), and none of the caller's environment.
   o.close_other_fds = true;

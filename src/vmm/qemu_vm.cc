@@ -13,6 +13,7 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/vmm/qemu_launch.h"
+#include "src/vmm/qemu_migration.h"
 #include "src/vmm/shim_protocol.h"
 
 namespace abox::vmm {
@@ -24,6 +25,9 @@ using std::chrono::milliseconds;
 constexpr milliseconds kAfterQuit(5000);
 constexpr milliseconds kAfterTerm(5000);
 constexpr milliseconds kAfterKill(10000);
+// QMP for pause, resume and save: connecting, and one command.
+constexpr milliseconds kQmpConnect(3000);
+constexpr milliseconds kQmpCommand(5000);
 
 void SendSignal(int pidfd, int sig) {
   if (pidfd >= 0) {
@@ -102,6 +106,22 @@ QemuVm::~QemuVm() {
 std::string QemuVm::agent_socket_path() const { return RunDirPath(p_.run_dir, kAgentSocket); }
 std::string QemuVm::console_log_path() const { return RunDirPath(p_.run_dir, kConsoleLog); }
 std::string QemuVm::qmp_socket_path() const { return RunDirPath(p_.run_dir, kQmpSocket); }
+std::string QemuVm::disk_path() const { return RunDirPath(p_.run_dir, kOverlayFile); }
+
+absl::Status QemuVm::Pause() {
+  ABOX_ASSIGN_OR_RETURN(QmpClient qmp, ConnectQmp(kQmpConnect));
+  return PauseVm(qmp, kQmpCommand);
+}
+
+absl::Status QemuVm::Resume() {
+  ABOX_ASSIGN_OR_RETURN(QmpClient qmp, ConnectQmp(kQmpConnect));
+  return ResumeVm(qmp, kQmpCommand);
+}
+
+absl::Status QemuVm::SaveState(int fd, bool skip_shared_memory, milliseconds timeout) {
+  ABOX_ASSIGN_OR_RETURN(QmpClient qmp, ConnectQmp(kQmpConnect));
+  return SaveVmState(qmp, fd, skip_shared_memory, timeout);
+}
 
 absl::StatusOr<QmpClient> QemuVm::ConnectQmp(milliseconds timeout) const {
   return QmpClient::Connect(qmp_socket_path(), timeout);

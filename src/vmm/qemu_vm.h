@@ -56,6 +56,11 @@ class QemuVm final : public Vm {
   absl::Status Stop(std::chrono::milliseconds grace) override;
   absl::Status Kill() override;
   absl::Status Detach() override;
+  absl::Status Pause() override;
+  absl::Status Resume() override;
+  absl::Status SaveState(int fd, bool skip_shared_memory,
+                         std::chrono::milliseconds timeout) override;
+  [[nodiscard]] std::string disk_path() const override;
 
   // QEMU-specific: the QMP socket (one client at a time) and a connection to it.
   [[nodiscard]] std::string qmp_socket_path() const;

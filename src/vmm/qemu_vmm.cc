@@ -14,15 +14,19 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
 #include "src/base/child_process.h"
 #include "src/base/io.h"
 #include "src/base/self_path.h"
 #include "src/base/status_macros.h"
+#include "src/base/version.h"
 #include "src/vmm/bounded_log.h"
 #include "src/vmm/host_tsc.h"
 #include "src/vmm/qemu_argv.h"
 #include "src/vmm/qemu_launch.h"
+#include "src/vmm/qemu_migration.h"
 #include "src/vmm/qemu_vm.h"
 #include "src/vmm/shim_protocol.h"
 
@@ -149,6 +153,20 @@ absl::Status ValidateVmSpec(const VmSpec& spec) {
   if (spec.kernel_cmdline_extra.find_first_of(std::string("\n\0", 2)) != std::string::npos) {
     return absl::InvalidArgumentError("kernel_cmdline_extra must be one line");
   }
+  if (spec.disk_layers.size() > kMaxDiskLayers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("at most ", kMaxDiskLayers, " disk layers, not ", spec.disk_layers.size()));
+  }
+  for (const std::string& layer : spec.disk_layers) {
+    ABOX_RETURN_IF_ERROR(CheckReadable(layer, "disk layer"));
+  }
+  if (spec.memory_file && spec.memory_file->fd < 0) {
+    return absl::InvalidArgumentError("memory_file needs an open descriptor");
+  }
+  if (spec.restore_skips_shared_memory && !spec.memory_file) {
+    return absl::InvalidArgumentError(
+        "a state saved without its shared memory needs that memory file to restore");
+  }
   return absl::OkStatus();
 }
 
@@ -200,6 +218,45 @@ absl::StatusOr<AccelDecision> QemuVmm::ResolveAccelFor(const VmSpec& spec) {
   return decision;
 }
 
+absl::StatusOr<std::string> QemuVmm::StateFingerprint(const VmSpec& spec) {
+  ABOX_RETURN_IF_ERROR(ValidateVmSpec(spec));
+  ABOX_ASSIGN_OR_RETURN(AccelDecision accel, ResolveAccelFor(spec));
+  std::string out = absl::StrCat("abox ", kVersion, "\n");
+  // A file's identity, not its path (the same image may be reached through a link): a rebuilt
+  // image or an upgraded QEMU changes its inode, size or mtime.
+  auto file = [&out](const char* what, const std::string& path) -> absl::Status {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      return base::ErrnoError(absl::StrCat("stat(", path, ")"));
+    }
+    absl::StrAppend(&out, what, " dev=", st.st_dev, " ino=", st.st_ino, " size=", st.st_size,
+                    " mtime=", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "\n");
+    return absl::OkStatus();
+  };
+  ABOX_RETURN_IF_ERROR(file("qemu", options_.qemu_binary));
+  ABOX_RETURN_IF_ERROR(file("kernel", spec.kernel));
+  ABOX_RETURN_IF_ERROR(file("initrd", spec.initrd));
+  ABOX_RETURN_IF_ERROR(file("rootfs", spec.rootfs));
+  for (const std::string& layer : spec.disk_layers) {
+    ABOX_RETURN_IF_ERROR(file("layer", layer));
+  }
+  // The machine and its devices, exactly as QEMU gets them (descriptor numbers fixed).
+  QemuArgvInput in;
+  in.qemu_binary = options_.qemu_binary;
+  in.id = "fingerprint";
+  in.accel = accel.accel;
+  in.cpus = spec.cpus;
+  in.memory_mib = spec.memory_mib;
+  in.kernel_cmdline = KernelCmdline(TscKhz(), spec.kernel_cmdline_extra);
+  in.overlay_fd = 3;
+  in.rootfs_fd = 4;
+  for (size_t i = 0; i < spec.disk_layers.size(); ++i) {
+    in.layer_fds.push_back(static_cast<int>(5 + i));
+  }
+  absl::StrAppend(&out, absl::StrJoin(BuildQemuArgv(in), " "), "\n");
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   ABOX_RETURN_IF_ERROR(ValidateVmSpec(spec));
   ABOX_ASSIGN_OR_RETURN(AccelDecision accel, ResolveAccelFor(spec));
@@ -223,9 +280,19 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   };
 
   std::string overlay = RunDirPath(spec.run_dir, kOverlayFile);
+  // -u: qemu-img does not open the backing chain by the paths recorded in the layers (a layer
+  // copied into a checkpoint still names where it was copied from); QEMU gets every layer as a
+  // descriptor with its backing node given, and the size is the rootfs's (all layers have it).
+  const bool layered = !spec.disk_layers.empty();
+  struct stat rootfs_st {};
+  if (::stat(spec.rootfs.c_str(), &rootfs_st) != 0) {
+    return base::ErrnoError(absl::StrCat("stat(", spec.rootfs, ")"));
+  }
   ABOX_ASSIGN_OR_RETURN(base::CommandResult img,
-                        base::RunCommand({options_.qemu_img_binary, "create", "-q", "-f", "qcow2",
-                                          "-F", "raw", "-b", spec.rootfs, overlay}));
+                        base::RunCommand({options_.qemu_img_binary, "create", "-q", "-u", "-f",
+                                          "qcow2", "-F", layered ? "qcow2" : "raw", "-b",
+                                          layered ? spec.disk_layers.back() : spec.rootfs, overlay,
+                                          absl::StrCat(rootfs_st.st_size)}));
   if (img.status.ShellCode() != 0) {
     return absl::InternalError(absl::StrCat("qemu-img create ", overlay, " failed (",
                                             img.status.ToString(), "): ", img.err));
@@ -249,6 +316,12 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   config.qemu_log_limit = options_.qemu_log_limit;
   config.ready_timeout_ms = options_.ready_timeout.count();
   config.tie_to_caller = spec.tie_to_caller;
+  config.disk_layers = spec.disk_layers;
+  if (spec.memory_file) {
+    config.memory_fd = spec.memory_file->fd;
+    config.memory_shared = spec.memory_file->shared;
+  }
+  config.incoming = spec.restore_state_fd >= 0;
   ABOX_RETURN_IF_ERROR(base::WriteFileAtomic(RunDirPath(spec.run_dir, kShimConfigFile),
                                              ShimConfigToJson(config), 0600));
 
@@ -267,6 +340,9 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   so.argv = {options_.shim_path, "--run-dir", spec.run_dir, "--ready-fd",
              absl::StrCat(ready.write.get())};
   so.keep_fds = {ready.write.get()};
+  if (spec.memory_file) {
+    so.keep_fds.push_back(spec.memory_file->fd);  // QEMU inherits it at the same number
+  }
   if (tie) {
     so.argv.insert(so.argv.end(), {"--caller-fd", absl::StrCat(tie->read.get())});
     so.keep_fds.push_back(tie->read.get());
@@ -304,6 +380,21 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
     return absl::FailedPreconditionError(
         absl::StrCat("VM ", spec.id, " did not start: ", report->error));
   }
+  if (spec.restore_state_fd >= 0) {
+    absl::Status loaded = [&]() -> absl::Status {
+      ABOX_ASSIGN_OR_RETURN(QmpClient qmp, QmpClient::Connect(RunDirPath(spec.run_dir, kQmpSocket),
+                                                              milliseconds(3000)));
+      return LoadVmState(qmp, spec.restore_state_fd, spec.restore_skips_shared_memory,
+                         spec.restore_timeout);
+    }();
+    if (!loaded.ok()) {
+      std::string qemu_said(
+          absl::StripAsciiWhitespace(ReadLogTail(RunDirPath(spec.run_dir, kQemuLog), 1500)));
+      return absl::Status(loaded.code(),
+                          absl::StrCat("VM ", spec.id, " could not be restored: ", loaded.message(),
+                                       qemu_said.empty() ? "" : "; QEMU said:\n", qemu_said));
+    }
+  }
 
   QemuVm::Parts parts;
   parts.id = spec.id;
@@ -330,6 +421,15 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   }
   std::move(undo).Cancel();
   return QemuVm::Create(std::move(parts));
+}
+
+std::vector<std::string> QemuVmm::DiskLayers(const std::string& run_dir) {
+  absl::StatusOr<std::string> text = base::ReadFile(RunDirPath(run_dir, kShimConfigFile), 1 << 20);
+  if (!text.ok()) {
+    return {};
+  }
+  absl::StatusOr<ShimConfig> config = ShimConfigFromJson(*text);
+  return config.ok() ? config->disk_layers : std::vector<std::string>{};
 }
 
 absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::Attach(const std::string& run_dir) {

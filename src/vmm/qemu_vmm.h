@@ -44,6 +44,9 @@ class QemuVmm final : public Vmm {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<QemuVmm>> Create(QemuVmmOptions options = {});
 
   [[nodiscard]] const char* name() const override { return "qemu"; }
+  [[nodiscard]] bool CanSaveState() const override { return true; }
+  absl::StatusOr<std::string> StateFingerprint(const VmSpec& spec) override;
+  std::vector<std::string> DiskLayers(const std::string& run_dir) override;
   absl::StatusOr<std::unique_ptr<Vm>> StartVm(const VmSpec& spec) override;
   absl::StatusOr<std::unique_ptr<Vm>> Attach(const std::string& run_dir) override;
 

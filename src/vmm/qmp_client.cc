@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "src/base/io.h"
@@ -131,10 +132,33 @@ void QmpClient::KeepEvent(json event) {
 
 std::deque<json> QmpClient::TakeEvents() { return std::exchange(events_, {}); }
 
-absl::Status QmpClient::WriteLine(const std::string& line, Clock::time_point deadline) {
+absl::Status QmpClient::WriteLine(const std::string& line, Clock::time_point deadline,
+                                  int pass_fd) {
   size_t done = 0;
   while (done < line.size()) {
-    ssize_t n = ::send(fd_.get(), line.data() + done, line.size() - done, MSG_NOSIGNAL);
+    ssize_t n = 0;
+    if (pass_fd >= 0) {
+      // The descriptor rides on the first bytes of the command (SCM_RIGHTS), as QMP's getfd
+      // expects.
+      iovec iov{const_cast<char*>(line.data() + done), line.size() - done};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+      n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
+      if (n > 0) {
+        pass_fd = -1;
+      }
+    } else {
+      n = ::send(fd_.get(), line.data() + done, line.size() - done, MSG_NOSIGNAL);
+    }
     if (n >= 0) {
       done += static_cast<size_t>(n);
       continue;
@@ -218,6 +242,18 @@ absl::StatusOr<json> QmpClient::ReadMessage(Clock::time_point deadline) {
 
 absl::StatusOr<json> QmpClient::Execute(const std::string& command, const json& arguments,
                                         std::chrono::milliseconds timeout) {
+  return Run(command, arguments, timeout, -1);
+}
+
+absl::Status QmpClient::SendFd(const std::string& name, int fd, std::chrono::milliseconds timeout) {
+  if (fd < 0) {
+    return absl::InvalidArgumentError("QMP getfd: no descriptor to pass");
+  }
+  return Run("getfd", json{{"fdname", name}}, timeout, fd).status();
+}
+
+absl::StatusOr<json> QmpClient::Run(const std::string& command, const json& arguments,
+                                    std::chrono::milliseconds timeout, int pass_fd) {
   if (!broken_.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("QMP connection unusable after an earlier error: ", broken_.message()));
@@ -231,8 +267,8 @@ absl::StatusOr<json> QmpClient::Execute(const std::string& command, const json& 
   if (arguments.is_object()) {
     request["arguments"] = arguments;
   }
-  ABOX_RETURN_IF_ERROR(
-      WriteLine(request.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", deadline));
+  ABOX_RETURN_IF_ERROR(WriteLine(
+      request.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", deadline, pass_fd));
   for (;;) {
     absl::StatusOr<json> message = ReadMessage(deadline);
     if (!message.ok()) {

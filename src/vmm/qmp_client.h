@@ -59,6 +59,11 @@ class QmpClient final {
                                                        const nlohmann::json& arguments,
                                                        std::chrono::milliseconds timeout);
 
+  // Passes `fd` (still owned by the caller) to QEMU under `name` with "getfd" (SCM_RIGHTS),
+  // for commands that take "fd:<name>" (migrate, migrate-incoming).
+  [[nodiscard]] absl::Status SendFd(const std::string& name, int fd,
+                                    std::chrono::milliseconds timeout);
+
   // Sends "quit" and treats the connection closing before a reply as success (QEMU may exit
   // before it answers).
   [[nodiscard]] absl::Status Quit(std::chrono::milliseconds timeout);
@@ -76,7 +81,11 @@ class QmpClient final {
   absl::Status Handshake(std::chrono::steady_clock::time_point deadline);
   // Reads the next message (a JSON object) before `deadline`.
   absl::StatusOr<nlohmann::json> ReadMessage(std::chrono::steady_clock::time_point deadline);
-  absl::Status WriteLine(const std::string& line, std::chrono::steady_clock::time_point deadline);
+  absl::StatusOr<nlohmann::json> Run(const std::string& command, const nlohmann::json& arguments,
+                                     std::chrono::milliseconds timeout, int pass_fd);
+  // Writes one command line; `pass_fd` >= 0 goes along with its first bytes (SCM_RIGHTS).
+  absl::Status WriteLine(const std::string& line, std::chrono::steady_clock::time_point deadline,
+                         int pass_fd);
   // Records the first protocol error; the connection is unusable afterwards.
   absl::Status Fail(absl::Status status);
   void KeepEvent(nlohmann::json event);

@@ -265,6 +265,11 @@ int Shim::Run() {
     return 1;
   }
   qemu_ = *std::move(launched);
+  if (config_.memory_fd >= 0) {
+    // QEMU has its own copy; the shim must not keep a guest's memory alive.
+    ::close(config_.memory_fd);
+    config_.memory_fd = -1;
+  }
   console_fd_ = qemu_.console.get();
   output_fd_ = qemu_.output.get();
   state_.qemu_pid = qemu_.process.pid();

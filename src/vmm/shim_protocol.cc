@@ -122,7 +122,11 @@ std::string ShimConfigToJson(const ShimConfig& c) {
             {"console_log_limit", c.console_log_limit},
             {"qemu_log_limit", c.qemu_log_limit},
             {"ready_timeout_ms", c.ready_timeout_ms},
-            {"tie_to_caller", c.tie_to_caller}};
+            {"tie_to_caller", c.tie_to_caller},
+            {"disk_layers", c.disk_layers},
+            {"memory_fd", c.memory_fd},
+            {"memory_shared", c.memory_shared},
+            {"incoming", c.incoming}};
   if (c.drop) {
     j["drop"] = {{"uid", c.drop->uid}, {"gid", c.drop->gid}, {"groups", c.drop->groups}};
   }
@@ -148,6 +152,21 @@ absl::StatusOr<ShimConfig> ShimConfigFromJson(const std::string& text) {
   ABOX_RETURN_IF_ERROR(GetInt(j, "qemu_log_limit", &c.qemu_log_limit));
   ABOX_RETURN_IF_ERROR(GetInt(j, "ready_timeout_ms", &c.ready_timeout_ms));
   ABOX_RETURN_IF_ERROR(Get(j, "tie_to_caller", &c.tie_to_caller));
+  if (auto layers = j.find("disk_layers"); layers != j.end()) {
+    if (!layers->is_array() || layers->size() > kMaxDiskLayers) {
+      return BadField("disk_layers");
+    }
+    for (const json& layer : *layers) {
+      if (!layer.is_string() || layer.get_ref<const std::string&>().empty() ||
+          layer.get_ref<const std::string&>()[0] != '/') {
+        return BadField("disk_layers");
+      }
+      c.disk_layers.push_back(layer.get<std::string>());
+    }
+  }
+  ABOX_RETURN_IF_ERROR(GetInt(j, "memory_fd", &c.memory_fd, false));
+  ABOX_RETURN_IF_ERROR(Get(j, "memory_shared", &c.memory_shared, false));
+  ABOX_RETURN_IF_ERROR(Get(j, "incoming", &c.incoming, false));
   if (auto d = j.find("drop"); d != j.end()) {
     if (!d->is_object()) {
       return BadField("drop");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +28,9 @@ inline constexpr char kShimLog[] = "shim.log";  // the shim's own stderr
 inline constexpr char kStateFile[] = "state.json";
 inline constexpr char kShimConfigFile[] = "shim.json";
 
+// At most this many frozen disk layers under a VM's overlay.
+inline constexpr size_t kMaxDiskLayers = 16;
+
 [[nodiscard]] std::string RunDirPath(const std::string& run_dir, const char* name);
 
 struct ShimConfig {
@@ -41,6 +45,13 @@ struct ShimConfig {
   std::string kernel;
   std::string initrd;
   std::string rootfs;  // golden image; the overlay is run_dir/overlay.qcow2
+  // Frozen qcow2 disks between rootfs and the overlay, lowest first (see VmSpec::disk_layers).
+  std::vector<std::string> disk_layers;
+  // >= 0: the shim inherited the guest memory file at this descriptor (VmSpec::memory_file).
+  int memory_fd = -1;
+  bool memory_shared = false;
+  // QEMU waits for a saved state instead of booting.
+  bool incoming = false;
   std::string kernel_cmdline;
   std::optional<PrivilegeDrop> drop;
   uint64_t console_log_limit = 1 << 20;

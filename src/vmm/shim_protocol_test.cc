@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "src/vmm/qemu_launch.h"
 
 namespace abox::vmm {
@@ -34,6 +35,10 @@ TEST(ShimProtocolTest, ConfigRoundTrips) {
   c.console_log_limit = 12345;
   c.ready_timeout_ms = 777;
   c.tie_to_caller = false;
+  c.disk_layers = {"/t/disk.qcow2", "/c/disk.qcow2"};
+  c.memory_fd = 9;
+  c.memory_shared = false;
+  c.incoming = true;
   absl::StatusOr<ShimConfig> back = ShimConfigFromJson(ShimConfigToJson(c));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->id, "vm-1");
@@ -46,6 +51,23 @@ TEST(ShimProtocolTest, ConfigRoundTrips) {
   EXPECT_EQ(back->console_log_limit, 12345u);
   EXPECT_EQ(back->ready_timeout_ms, 777);
   EXPECT_FALSE(back->tie_to_caller);
+  EXPECT_THAT(back->disk_layers, ElementsAre("/t/disk.qcow2", "/c/disk.qcow2"));
+  EXPECT_EQ(back->memory_fd, 9);
+  EXPECT_FALSE(back->memory_shared);
+  EXPECT_TRUE(back->incoming);
+}
+
+TEST(ShimProtocolTest, ConfigRejectsBadLayers) {
+  ShimConfig c;
+  c.accel = Accel::kTcg;
+  nlohmann::json j = nlohmann::json::parse(ShimConfigToJson(c));
+  for (nlohmann::json layers : {nlohmann::json("x"), nlohmann::json::array({"relative"}),
+                                nlohmann::json::array({5}), nlohmann::json::array({""})}) {
+    j["disk_layers"] = layers;
+    EXPECT_FALSE(ShimConfigFromJson(j.dump()).ok()) << layers;
+  }
+  j["disk_layers"] = std::vector<std::string>(kMaxDiskLayers + 1, "/l");
+  EXPECT_FALSE(ShimConfigFromJson(j.dump()).ok());
 }
 
 TEST(ShimProtocolTest, ConfigRejectsBadInput) {

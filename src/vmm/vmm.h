@@ -7,10 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace abox::vmm {
@@ -22,6 +25,16 @@ enum class Accel { kAuto, kKvm, kTcg };
 [[nodiscard]] const char* AccelName(Accel accel);
 // Parses "auto" / "kvm" / "tcg" (case-sensitive); kInvalidArgument otherwise.
 [[nodiscard]] absl::StatusOr<Accel> ParseAccel(absl::string_view text);
+
+// Guest memory backed by a file the caller holds open (a memfd), instead of anonymous memory.
+// shared: the guest's writes go to the file (a template being made: its memory ends up there).
+// Not shared: the file is mapped copy-on-write (a clone restored from a template: clones share
+// its clean pages, their own writes stay private). The file must be at least the VM's memory
+// size and must not change while a clone maps it.
+struct MemoryFile {
+  int fd = -1;
+  bool shared = false;
+};
 
 // Everything needed to boot one microVM. Paths must be absolute.
 struct VmSpec {
@@ -44,6 +57,22 @@ struct VmSpec {
   bool tie_to_caller = true;
   // Upper bound on the serial console log kept in run_dir (all rotated files together).
   uint64_t console_log_limit_bytes = 1 << 20;
+  // Unset: anonymous memory.
+  std::optional<MemoryFile> memory_file;
+  // Frozen disks between `rootfs` and the VM's own overlay, lowest first (a template's or a
+  // checkpoint's disk as it was when its memory was saved). Never written; they must stay in
+  // place while the VM runs.
+  std::vector<std::string> disk_layers;
+  // >= 0: restore instead of booting. The VM starts waiting for state, StartVm feeds it the
+  // state saved by Vm::SaveState from this descriptor (read from its current offset; the caller
+  // keeps ownership) and resumes it. The spec (memory size, cpus, kernel, initrd, disks) must be
+  // the one the state was saved with.
+  int restore_state_fd = -1;
+  // The saved state left out a shared memory file's contents (SaveState's skip_shared_memory):
+  // memory_file must be that file.
+  bool restore_skips_shared_memory = false;
+  // How long a restore may take to load the state.
+  std::chrono::milliseconds restore_timeout{60000};
 };
 
 // A running (or finished) microVM. Owned by one caller; not thread-safe. Destroying a Vm that
@@ -81,6 +110,20 @@ class Vm {
   virtual absl::Status Stop(std::chrono::milliseconds grace) = 0;
   // Kills the VM at once, reaps, removes run_dir. Idempotent.
   virtual absl::Status Kill() = 0;
+  // Pauses the guest (its vCPUs stop, its disks are flushed). Idempotent.
+  virtual absl::Status Pause() = 0;
+  // Lets a paused guest run again. Idempotent.
+  virtual absl::Status Resume() = 0;
+  // Writes the state of a paused VM (devices and memory) to `fd`, a writable regular file the
+  // caller owns; the VM stays paused. skip_shared_memory leaves out memory that lives in a
+  // shared MemoryFile (the file holds it). Fails (the VM is unharmed and stays paused) when the
+  // VM is not paused, the file cannot be written (e.g. a full disk) or `timeout` passes.
+  virtual absl::Status SaveState(int fd, bool skip_shared_memory,
+                                 std::chrono::milliseconds timeout) = 0;
+  // The VM's own writable disk in run_dir (what the guest wrote on top of its rootfs and disk
+  // layers). Copy it while the VM is paused to keep it with a saved state.
+  [[nodiscard]] virtual std::string disk_path() const = 0;
+
   // Leaves the VM running when this object is destroyed (tie_to_caller=false VMs only);
   // re-attach with Vmm::Attach(run_dir). kFailedPrecondition for a tied VM.
   virtual absl::Status Detach() = 0;
@@ -95,9 +138,26 @@ class Vmm {
   virtual ~Vmm() = default;
 
   [[nodiscard]] virtual const char* name() const = 0;
+  // Whether this driver can save and restore VMs (Vm::SaveState, VmSpec::restore_state_fd,
+  // VmSpec::memory_file).
+  [[nodiscard]] virtual bool CanSaveState() const { return false; }
+  // What a state saved from a VM started with `spec` depends on (the VMM binary, the machine it
+  // emulates and its devices, the accelerator, the kernel, initrd and disks), as text: a state
+  // restores only into a VM whose fingerprint is equal. Ids, run dirs and descriptors do not
+  // count. kUnimplemented when the driver cannot save state.
+  [[nodiscard]] virtual absl::StatusOr<std::string> StateFingerprint(const VmSpec& spec) {
+    (void)spec;
+    return absl::UnimplementedError(absl::StrCat(name(), " cannot save VM state"));
+  }
   // Boots a VM and returns once it is ready for the host to connect (its control channel
   // answers). The guest may still be booting.
   virtual absl::StatusOr<std::unique_ptr<Vm>> StartVm(const VmSpec& spec) = 0;
+  // The frozen disk layers (VmSpec::disk_layers) of the VM whose run dir is `run_dir`; empty
+  // when it has none or there is no such VM. Files those layers are in must stay.
+  [[nodiscard]] virtual std::vector<std::string> DiskLayers(const std::string& run_dir) {
+    (void)run_dir;
+    return {};
+  }
   // Takes ownership of a VM started earlier with tie_to_caller=false, by its run_dir. Returns a
   // Vm whose IsRunning() is false if it has exited meanwhile (Stop() then cleans up).
   virtual absl::StatusOr<std::unique_ptr<Vm>> Attach(const std::string& run_dir) = 0;

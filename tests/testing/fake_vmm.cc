@@ -193,6 +193,17 @@ class FakeVm final : public vmm::Vm {
     }
     return End(IsRunning() ? "SIGKILL" : "");
   }
+  // The fake's guest is a host process: it has no state to save.
+  absl::Status Pause() override { return Unsupported("pause"); }
+  absl::Status Resume() override { return Unsupported("resume"); }
+  absl::Status SaveState(int /*fd*/, bool /*skip_shared_memory*/,
+                         milliseconds /*timeout*/) override {
+    return Unsupported("save the state of");
+  }
+  [[nodiscard]] std::string disk_path() const override {
+    return vmm::RunDirPath(run_dir(), vmm::kOverlayFile);
+  }
+
   absl::Status Detach() override {
     counters_->Count(&FakeVmmCalls::detach);
     if (vm_->params().tie_to_caller) {
@@ -207,6 +218,9 @@ class FakeVm final : public vmm::Vm {
   }
 
  private:
+  static absl::Status Unsupported(const char* what) {
+    return absl::UnimplementedError(absl::StrCat("the fake VMM cannot ", what, " a VM"));
+  }
   // Ends the VM (`stopped_by`: how the host ended it, "" if it had ended by itself), drops it
   // from the registry and removes its run_dir.
   absl::Status End(const std::string& stopped_by) {
@@ -253,6 +267,9 @@ absl::StatusOr<std::unique_ptr<vmm::Vm>> FakeVmm::StartVm(const vmm::VmSpec& spe
   }
   ABOX_RETURN_IF_ERROR(check_image_files_ ? vmm::ValidateVmSpec(spec)
                                           : ValidateExceptImageFiles(spec));
+  if (spec.restore_state_fd >= 0 || spec.memory_file) {
+    return absl::UnimplementedError("the fake VMM cannot restore a saved state");
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!knobs_.start_failures.empty()) {
