@@ -133,6 +133,10 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
   spec.memory_mib = config.memory_mib;
   spec.accel = config.accel;
   spec.tie_to_caller = config.tie_to_caller;
+  spec.memory_file = config.memory_file;
+  spec.disk_layers = config.disk_layers;
+  spec.restore_state_fd = config.restore_state_fd;
+  spec.restore_skips_shared_memory = config.restore_skips_shared_memory;
   ABOX_ASSIGN_OR_RETURN(sb->vm_, vmm.StartVm(spec));
   if (!sb->vm_->accel_note().empty() && notice) {
     notice(sb->vm_->accel_note());
@@ -231,6 +235,8 @@ absl::Status Sandbox::Detach() {
   vm_.reset();
   return absl::OkStatus();
 }
+
+void Sandbox::DisconnectAgent() { agent_.reset(); }
 
 Sandbox::~Sandbox() { (void)Destroy(); }
 

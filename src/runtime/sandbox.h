@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -39,6 +40,12 @@ struct SandboxConfig {
   // Where the VM's run dir and kept logs go; unset: resolved from the environment (aboxd
   // resolves its layout once and passes it).
   std::optional<base::HostLayout> layout;
+  // Passed to the VMM as they are (see vmm::VmSpec): file-backed memory, frozen disk layers,
+  // and a saved state to restore instead of booting (a golden template or a checkpoint).
+  std::optional<vmm::MemoryFile> memory_file;
+  std::vector<std::string> disk_layers;
+  int restore_state_fd = -1;
+  bool restore_skips_shared_memory = false;
 };
 
 // Status and messages for a person (one line each); the caller decides where they go.
@@ -68,12 +75,17 @@ class Sandbox final {
   ~Sandbox();
 
   [[nodiscard]] const std::string& id() const { return id_; }
+  // Not after DisconnectAgent().
   [[nodiscard]] AgentClient& agent() { return *agent_; }
   [[nodiscard]] vmm::Vm& vm() { return *vm_; }
 
   // Orderly teardown: agent shutdown, wait, VMM quit, kill; every process reaped and every
   // file of the VM removed.
   absl::Status Destroy();
+
+  // Closes the agent connection and leaves the VM running (the guest agent waits for the next
+  // host): a template is saved with no host connected.
+  void DisconnectAgent();
 
   // Leaves the VM running when this object goes away (tie_to_caller=false only), so that a
   // restarted daemon can Attach() to it. The agent connection is closed.

@@ -14,6 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "src/base/host_layout.h"
+#include "src/daemon/lifecycle/checkpoints.h"
+#include "src/daemon/lifecycle/golden_templates.h"
 #include "src/image/image_store.h"
 #include "src/net/tunnel.h"
 #include "src/runtime/sandbox.h"
@@ -46,15 +48,25 @@ struct BootRequest {
   int memory_mib = 512;
   vmm::Accel accel = vmm::Accel::kAuto;
   absl::Duration boot_timeout = absl::Seconds(90);
+  // Set: restore a clone of the golden template for this image and shape (made first when
+  // there is none); a failed restore falls back to a boot, with a note.
+  GoldenTemplates* templates = nullptr;
+  // Set: restore this checkpoint (a fork, or the sandbox's own restore); no fallback.
+  const CheckpointInfo* checkpoint = nullptr;
 };
 
 struct BootedVm {
   std::unique_ptr<runtime::Sandbox> vm;
   std::shared_ptr<VmHooks> hooks;
+  // The VM was restored from a golden template (else it booted).
+  bool restored = false;
+  // Why a restore was not possible and the VM booted instead (for the user); empty otherwise.
+  std::string fallback_note;
 };
 
-// Boots a VM whose agent reports through `hooks` (made here when null). The VM outlives aboxd
-// (not tied to the caller): a restarted aboxd re-attaches.
+// Boots (or restores, see BootRequest::templates) a VM whose agent reports through `hooks`
+// (made here when null). The VM outlives aboxd (not tied to the caller): a restarted aboxd
+// re-attaches. A restored VM has the template's identity until runtime::ApplyGuestIdentity.
 [[nodiscard]] absl::StatusOr<BootedVm> BootVm(vmm::Vmm& vmm, const base::HostLayout& layout,
                                               const BootRequest& request,
                                               std::shared_ptr<VmHooks> hooks = nullptr);
