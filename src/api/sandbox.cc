@@ -64,6 +64,9 @@ nlohmann::json ToJson(const SandboxCreate& c) {
   if (c.accel != defaults.accel) {
     j["accel"] = c.accel;
   }
+  if (c.cold) {
+    j["cold"] = true;
+  }
   if (c.workspace) {
     const WorkspaceSpec ws_defaults;
     nlohmann::json ws = {{"path", c.workspace->path}};
@@ -114,6 +117,7 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
   r.OptionalInt("ttl_seconds", &c.ttl_seconds, 0, int64_t{10} * 365 * 86400);
   r.OptionalInt("idle_timeout_seconds", &c.idle_timeout_seconds, 0, int64_t{10} * 365 * 86400);
   r.OptionalString("accel", &c.accel, 16);
+  r.OptionalBool("cold", &c.cold);
   r.OptionalObject("workspace", [&](Reader& w) {
     WorkspaceSpec spec;
     w.RequiredString("path", &spec.path, 4096);

@@ -56,6 +56,8 @@ struct SandboxCreate {
   int64_t ttl_seconds = 0;
   int64_t idle_timeout_seconds = 0;
   std::string accel = "auto";
+  // Boot a kernel even when a golden snapshot of the image could be restored instead.
+  bool cold = false;
   std::optional<WorkspaceSpec> workspace;
   std::optional<EgressSpec> egress;
   std::optional<SetupSpec> setup;

@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "spdlog/spdlog.h"
 #include "src/base/version.h"
+#include "src/cli/checkpoint_commands.h"
 #include "src/cli/command.h"
 #include "src/cli/daemon_commands.h"
 #include "src/cli/doctor.h"
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
   abox::cli::AddExecCommands(app, &action, &run_tail, &run_has_separator);
   abox::cli::AddLogCommands(app, &action);
   abox::cli::AddWorkspaceCommands(app, &action);
+  abox::cli::AddCheckpointCommands(app, &action);
   abox::cli::AddEgressCommands(app, &action);
   abox::cli::AddDaemonCommands(app, &action);
   abox::cli::AddMcpCommands(app, &action);

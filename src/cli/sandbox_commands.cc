@@ -31,6 +31,7 @@ struct CreateOptions {
   std::string ttl;
   std::string idle_timeout;
   std::string accel;
+  bool cold = false;
   bool json = false;
   bool no_wait = false;
   std::string workspace;
@@ -78,6 +79,7 @@ int Create(const CreateOptions& o) {
   if (!o.accel.empty()) {
     body.accel = o.accel;
   }
+  body.cold = o.cold;
   if (!o.workspace.empty()) {
     // The daemon runs on this host: it reads the directory by its absolute path.
     std::error_code ec;
@@ -264,6 +266,9 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
   create_cmd
       ->add_option("--accel", create->accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
       ->check(CLI::IsMember({"auto", "kvm", "tcg"}));
+  create_cmd->add_flag("--cold", create->cold,
+                       "Boot a kernel instead of restoring the image's golden snapshot (slower; "
+                       "the snapshot is made by the first create of an image and size)");
   create_cmd->add_option("-w,--workspace", create->workspace,
                          "Bind a host directory: a copy goes to /workspace in the guest (synced "
                          "before every exec); changes come back only with diff / apply / pull");

@@ -81,6 +81,9 @@ void AddAboxdFlags(CLI::App& app, AboxdFlags& flags) {
                  "MiB of the host's disk one sandbox's changed workspace files may take when "
                  "diff, apply or pull fetch them (default 4096)")
       ->check(CLI::Range(16, 1 << 24));
+  app.add_flag("--no-golden-snapshots", flags.no_golden_snapshots,
+               "Boot every sandbox (as `abox create --cold` does) instead of restoring a golden "
+               "snapshot of its image, made by the first create of each image and size");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   app.add_option("--test-resolver-override", flags.resolver_override_file,
@@ -143,6 +146,8 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
   if (flags.max_memory > 0) {
     config.budget.memory_mib = flags.max_memory;
   }
+  config.sandbox.golden_snapshots = !flags.no_golden_snapshots;
+  config.sandbox.guest_identity = true;
   if (flags.workspace_quota_mib > 0) {
     config.workspace_budget.guest_bytes = static_cast<uint64_t>(flags.workspace_quota_mib) << 20;
   }

@@ -27,6 +27,7 @@ struct AboxdFlags {
   int workspace_quota_mib = 0;  // 0: workspace::StoreBudget{}
   std::string log_level = "info";
   std::string resolver_override_file;
+  bool no_golden_snapshots = false;
   bool foreground = true;  // the only mode; accepted for clarity
 };
 

@@ -68,6 +68,13 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   }
   d->workspaces_ = *std::move(workspaces);
 
+  if (d->config_.sandbox.golden_snapshots && d->vmm_->CanSaveState()) {
+    d->templates_ = std::make_unique<GoldenTemplates>(*d->vmm_, layout);
+  }
+  if (d->vmm_->CanSaveState()) {
+    d->checkpoints_ = std::make_unique<CheckpointStore>(*d->vmm_, layout,
+                                                        d->config_.sandbox.checkpoint_budget_bytes);
+  }
   d->recorder_ = std::make_unique<StateRecorder>(*d->sandbox_repo_, *d->events_);
   d->registry_ = std::make_unique<Registry>();
   d->context_ = std::make_unique<SandboxContext>(SandboxContext{
@@ -83,6 +90,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
       .ledger = d->ledger_.get(),
       .timers = d->timers_.get(),
       .workspaces = d->workspaces_.get(),
+      .templates = d->templates_.get(),
+      .checkpoints = d->checkpoints_.get(),
       .egress = d->egress_.get(),
   });
   d->gate_ = std::make_unique<GuestToolsGate>(*d->context_);
@@ -138,6 +147,16 @@ absl::Status Daemon::Start() {
   if (absl::Status s = sandbox_service_->Recover(); !s.ok()) {
     return absl::Status(
         s.code(), absl::StrCat("cannot recover the sandboxes of the previous run: ", s.message()));
+  }
+  if (checkpoints_ != nullptr) {
+    checkpoints_->RemoveIncomplete();
+  }
+  if (templates_ != nullptr) {
+    // Golden templates of the previous aboxd (their memory went with it) that no recovered
+    // sandbox's disk still stands on.
+    if (int removed = templates_->RemoveUnused(); removed > 0) {
+      spdlog::info("removed {} golden templates of the previous aboxd", removed);
+    }
   }
   ABOX_RETURN_IF_ERROR(server_->Start());
   reaper_->Start();

@@ -107,6 +107,8 @@ class Daemon final {
   std::unique_ptr<TimerQueue> timers_;
   std::unique_ptr<EgressService> egress_;
   std::unique_ptr<WorkspaceService> workspaces_;
+  std::unique_ptr<GoldenTemplates> templates_;    // null without golden snapshots
+  std::unique_ptr<CheckpointStore> checkpoints_;  // null when the VMM cannot save state
   std::unique_ptr<StateRecorder> recorder_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<SandboxContext> context_;

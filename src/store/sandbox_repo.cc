@@ -298,6 +298,11 @@ absl::Status SandboxRepo::SetVm(absl::string_view id, int64_t vmm_pid, absl::str
                    });
 }
 
+absl::Status SandboxRepo::SetRunDir(absl::string_view id, absl::string_view run_dir) {
+  return ChangeOne(*db_, id, "UPDATE sandboxes SET run_dir = :run_dir WHERE id = :id",
+                   [&](Statement& stmt) { return stmt.BindText(":run_dir", run_dir); });
+}
+
 absl::Status SandboxRepo::Touch(absl::string_view id) {
   return ChangeOne(*db_, id, "UPDATE sandboxes SET last_active_at = :now WHERE id = :id",
                    [&](Statement& stmt) { return stmt.BindInt64(":now", ToMillis(clock_())); });

@@ -94,6 +94,8 @@ class SandboxRepo final {
 
   // Records the booted VM: VMM pid (diagnostic) and accelerator in use.
   [[nodiscard]] absl::Status SetVm(absl::string_view id, int64_t vmm_pid, absl::string_view accel);
+  // The sandbox runs in another VM now (a checkpoint restore), whose run dir this is.
+  [[nodiscard]] absl::Status SetRunDir(absl::string_view id, absl::string_view run_dir);
 
   // last_active_at = now (the idle timeout counts from here).
   [[nodiscard]] absl::Status Touch(absl::string_view id);

@@ -44,5 +44,6 @@ struct Services {
 [[nodiscard]] absl::Status AddSystemRoutes(http::Router& router, Services& services);
 [[nodiscard]] absl::Status AddWorkspaceRoutes(http::Router& router, Services& services);
 [[nodiscard]] absl::Status AddEgressRoutes(http::Router& router, Services& services);
+[[nodiscard]] absl::Status AddCheckpointRoutes(http::Router& router, Services& services);
 
 }  // namespace abox::daemon

@@ -49,6 +49,7 @@ absl::Status RegisterRoutes(http::Router& router, Services& services) {
   ABOX_RETURN_IF_ERROR(AddExecRoutes(router, services));
   ABOX_RETURN_IF_ERROR(AddEventRoutes(router, services));
   ABOX_RETURN_IF_ERROR(AddWorkspaceRoutes(router, services));
+  ABOX_RETURN_IF_ERROR(AddCheckpointRoutes(router, services));
   ABOX_RETURN_IF_ERROR(AddEgressRoutes(router, services));
   return absl::OkStatus();
 }

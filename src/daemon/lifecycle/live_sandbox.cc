@@ -1,6 +1,7 @@
 #include "src/daemon/lifecycle/live_sandbox.h"
 
 #include "absl/strings/str_cat.h"
+#include "src/base/status_macros.h"
 
 namespace abox::daemon {
 
@@ -81,6 +82,11 @@ int LiveSandbox::running_execs() {
   return n;
 }
 
+int64_t LiveSandbox::VmPid() {
+  std::lock_guard lock(mu_);
+  return sandbox_ == nullptr ? 0 : sandbox_->vm().pid();
+}
+
 std::vector<std::string> LiveSandbox::ConsoleLogPaths() {
   std::lock_guard lock(mu_);
   if (sandbox_ == nullptr) {
@@ -96,6 +102,24 @@ std::string LiveSandbox::FailureReport() {
 }
 
 absl::Status LiveSandbox::TearDown(const std::string& reason, bool detach) {
+  return EndVm(reason, detach);
+}
+
+int LiveSandbox::generation() {
+  std::lock_guard lock(mu_);
+  return generation_;
+}
+
+absl::Status LiveSandbox::Replace(const std::string& reason, const StartFn& start) {
+  ABOX_RETURN_IF_ERROR(EndVm(reason, /*detach=*/false));
+  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Sandbox> fresh, start());
+  std::lock_guard lock(mu_);
+  sandbox_ = std::move(fresh);
+  stopping_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status LiveSandbox::EndVm(const std::string& reason, bool detach) {
   std::map<std::string, std::shared_ptr<LiveExec>> execs;
   runtime::Sandbox* sandbox = nullptr;
   {
@@ -125,6 +149,7 @@ absl::Status LiveSandbox::TearDown(const std::string& reason, bool detach) {
   }
   std::lock_guard lock(mu_);
   sandbox_.reset();
+  ++generation_;  // what the old VM's agent still reports is about a VM that is gone
   return status;
 }
 

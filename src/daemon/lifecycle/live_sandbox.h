@@ -64,6 +64,8 @@ class LiveSandbox final {
   [[nodiscard]] std::shared_ptr<LiveExec> TakeExec(const std::string& exec_id);
   [[nodiscard]] int running_execs();
 
+  // The VMM process of its VM (0 while it has none).
+  [[nodiscard]] int64_t VmPid();
   // The VM's console log files (older first), empty while booting.
   [[nodiscard]] std::vector<std::string> ConsoleLogPaths();
   // Why it failed (runtime::Sandbox::FailureReport), for an agent failure.
@@ -74,8 +76,18 @@ class LiveSandbox final {
   // detaches the VM and forgets it. Returns the VM's teardown status.
   absl::Status TearDown(const std::string& reason, bool detach);
 
+  // Swaps the VM (a checkpoint restore): the teardown above with `reason` (the VM is
+  // destroyed), then `start` makes the new one, which serves from then on. When `start` fails
+  // the sandbox is left stopping with no VM (the caller records it failed).
+  using StartFn = std::function<absl::StatusOr<std::unique_ptr<runtime::Sandbox>>()>;
+  absl::Status Replace(const std::string& reason, const StartFn& start);
+  // Counts the VMs this sandbox had: a failure reported by an earlier one is stale.
+  [[nodiscard]] int generation();
+
  private:
   void ReleaseLease();
+  // TearDown without forgetting that it may serve again.
+  absl::Status EndVm(const std::string& reason, bool detach);
 
   const std::string id_;
   std::mutex mu_;                              // guards the fields below
@@ -84,6 +96,7 @@ class LiveSandbox final {
   bool stopping_ = false;
   int leases_ = 0;
   std::condition_variable leases_idle_;
+  int generation_ = 0;
 };
 
 // id -> LiveSandbox. Thread-safe.

@@ -11,6 +11,8 @@
 #include "absl/time/time.h"
 #include "src/base/clock.h"
 #include "src/base/host_layout.h"
+#include "src/daemon/lifecycle/checkpoints.h"
+#include "src/daemon/lifecycle/golden_templates.h"
 #include "src/daemon/lifecycle/live_sandbox.h"
 #include "src/daemon/lifecycle/state_recorder.h"
 #include "src/daemon/services/egress_service.h"
@@ -28,6 +30,15 @@ namespace abox::daemon {
 
 struct SandboxOptions {
   absl::Duration boot_timeout = absl::Seconds(90);
+  // Restore creates from a golden snapshot of their image (made by the first create of each
+  // image and size) instead of booting, when the VMM can.
+  bool golden_snapshots = true;
+  // Give every new or restored guest its own identity before any command runs (RNG reseeded,
+  // clock, hostname, machine-id; runtime/guest_identity.h). aboxd turns it on; it stays off
+  // for a fake VMM, whose "guest" is this host (never set its clock).
+  bool guest_identity = false;
+  // What all checkpoints together may take of the host's disk.
+  uint64_t checkpoint_budget_bytes = uint64_t{20} << 30;
   // How long a re-attached guest agent may take to answer again.
   absl::Duration attach_timeout = absl::Seconds(15);
   // An exec started with kill_on_disconnect that no client attached to within this long is
@@ -71,6 +82,10 @@ struct SandboxContext {
   Ledger* ledger;
   TimerQueue* timers;
   WorkspaceService* workspaces;  // null: no workspace support
+  // Null: every create boots (no golden snapshots).
+  GoldenTemplates* templates = nullptr;
+  // Null: no checkpoints, restores or forks (the VMM cannot save state).
+  CheckpointStore* checkpoints = nullptr;
   // Null: sandboxes get no egress (every tunnel is reset) and egress requests are refused.
   EgressService* egress = nullptr;
 };

@@ -39,6 +39,8 @@ const std::vector<OperationRule>& OperationTable() {
   constexpr const char* kNoExec = ": only ready sandboxes run commands (create a new one)";
   constexpr const char* kNoTools = ": the workspace is read through a running sandbox";
   constexpr const char* kBusy = ": retry once it is ready or stopped (watch with abox events)";
+  constexpr const char* kNoSnapshot =
+      ": checkpoints are taken of, restored into and forked from running sandboxes";
   static const auto* const table = new std::vector<OperationRule>{
       {O::kExec, S::kReady, V::kAllow, ""},
       {O::kExec, S::kCreating, V::kRefuse,
@@ -72,6 +74,12 @@ const std::vector<OperationRule>& OperationTable() {
       {O::kForceRemove, S::kReady, V::kAllow, ""},
       {O::kForceRemove, S::kCreating, V::kRefuse, kBusy},
       {O::kForceRemove, S::kStopping, V::kRefuse, kBusy},
+
+      {O::kSnapshot, S::kReady, V::kAllow, ""},
+      {O::kSnapshot, S::kCreating, V::kRefuse, ": wait until it is ready, then retry"},
+      {O::kSnapshot, S::kStopping, V::kRefuse, kNoSnapshot},
+      {O::kSnapshot, S::kStopped, V::kRefuse, kNoSnapshot},
+      {O::kSnapshot, S::kFailed, V::kRefuse, kNoSnapshot},
   };
   return *table;
 }

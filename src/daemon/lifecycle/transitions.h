@@ -38,6 +38,7 @@ enum class Operation {
   kStop,
   kRemove,
   kForceRemove,  // remove, stopping it first if it runs
+  kSnapshot,     // checkpoint, restore a checkpoint, fork
 };
 
 enum class Verdict {

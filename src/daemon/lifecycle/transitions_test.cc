@@ -67,7 +67,7 @@ store::SandboxRecord In(SandboxState state, std::string name = "") {
 
 TEST(OperationTableTest, EveryOperationHasAVerdictForEveryLiveState) {
   for (Operation op : {Operation::kExec, Operation::kWorkspace, Operation::kStop,
-                       Operation::kRemove, Operation::kForceRemove}) {
+                       Operation::kRemove, Operation::kForceRemove, Operation::kSnapshot}) {
     for (SandboxState state : kAll) {
       if (state == SandboxState::kRemoved) {
         continue;  // no record left to ask about

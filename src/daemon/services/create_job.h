@@ -24,6 +24,8 @@ struct CreateJob {
   std::mutex vm_mu;  // guards vm (Shutdown fails its agent from another thread)
   std::unique_ptr<runtime::Sandbox> vm;
   absl::Time started;
+  bool restored = false;  // from a golden snapshot (else booted)
+  std::string boot_note;  // why a restore fell back to a boot, if it did
   Pipeline pipeline;
   SandboxService::AcceptedFn accepted;
   SandboxService::DoneFn done;

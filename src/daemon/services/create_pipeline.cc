@@ -13,6 +13,7 @@
 #include "src/daemon/services/create_job.h"
 #include "src/daemon/services/sandbox_service.h"
 #include "src/proto/messages.h"
+#include "src/runtime/guest_identity.h"
 
 namespace abox::daemon {
 
@@ -25,6 +26,7 @@ constexpr char kSetPolicy[] = "set-policy";
 constexpr char kAnnounce[] = "announce";
 constexpr char kStartEgress[] = "start-egress";
 constexpr char kBootVm[] = "boot-vm";
+constexpr char kIdentity[] = "identity";
 constexpr char kSyncWorkspace[] = "sync-workspace";
 constexpr char kSetup[] = "setup";
 constexpr char kReady[] = "ready";
@@ -32,9 +34,9 @@ constexpr char kReady[] = "ready";
 }  // namespace
 
 const std::vector<std::string>& SandboxService::CreateStepNames() {
-  static const auto* const names =
-      new std::vector<std::string>{kReserve,     kRecord, kBindWorkspace, kSetPolicy, kAnnounce,
-                                   kStartEgress, kBootVm, kSyncWorkspace, kSetup,     kReady};
+  static const auto* const names = new std::vector<std::string>{
+      kReserve, kRecord,   kBindWorkspace, kSetPolicy, kAnnounce, kStartEgress,
+      kBootVm,  kIdentity, kSyncWorkspace, kSetup,     kReady};
   return *names;
 }
 
@@ -68,9 +70,16 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
             absl::StrCat("recording that sandbox ", j->id, " failed"));
       });
 
-  if (j->spec.binding) {
+  const std::optional<CheckpointInfo>& fork_of = j->spec.from_checkpoint;
+  if (j->spec.binding || (fork_of && fork_of->workspace)) {
     p.Add(
-        kBindWorkspace, [ctx, j] { return ctx->workspaces->Bind(j->id, *j->spec.binding); },
+        kBindWorkspace,
+        [ctx, j] {
+          // A fork's workspace state is a copy of its checkpoint's (its base as it was then).
+          const std::optional<CheckpointInfo>& ck = j->spec.from_checkpoint;
+          return ck ? ctx->workspaces->BindCopy(j->id, ck->workspace_dir())
+                    : ctx->workspaces->Bind(j->id, *j->spec.binding);
+        },
         [ctx, j](const absl::Status&) {
           // A failed sandbox keeps its workspace state until rm, like its record.
           if (!j->announced) {
@@ -131,8 +140,15 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
         boot.memory_mib = j->record.memory_mib;
         boot.accel = j->spec.accel;
         boot.boot_timeout = ctx->options.boot_timeout;
+        if (j->spec.from_checkpoint) {
+          boot.checkpoint = &*j->spec.from_checkpoint;
+        } else if (!j->spec.request.cold) {
+          boot.templates = ctx->templates;
+        }
         j->started = ctx->clock->Now();
         ABOX_ASSIGN_OR_RETURN(BootedVm booted, BootVm(*ctx->vmm, ctx->layout, boot, j->hooks));
+        j->restored = booted.restored;
+        j->boot_note = std::move(booted.fallback_note);
         std::lock_guard lock(j->vm_mu);
         j->vm = std::move(booted.vm);
         return absl::OkStatus();
@@ -147,6 +163,21 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
           ctx->recorder->Note(vm->Destroy(), absl::StrCat("destroying the VM of ", j->id));
         }
       });
+
+  if (ctx->options.guest_identity) {
+    // Before any command: a restored guest still has its template's (or checkpoint's) RNG
+    // state, clock, hostname and machine-id.
+    p.Add(kIdentity, [ctx, j]() -> absl::Status {
+      ABOX_ASSIGN_OR_RETURN(runtime::GuestIdentity identity, runtime::NewGuestIdentity(j->id));
+      absl::Status s =
+          runtime::ApplyGuestIdentity(j->vm->agent(), identity, ctx->options.guest_tool_path);
+      if (!s.ok()) {
+        return absl::Status(s.code(),
+                            absl::StrCat("the guest did not take its identity: ", s.message()));
+      }
+      return absl::OkStatus();
+    });
+  }
 
   if (j->spec.binding) {
     // The first sync is part of creating: a sandbox whose workspace cannot go in is not ready.
@@ -174,7 +205,11 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
     ABOX_RETURN_IF_ERROR(ctx->sandboxes->SetVm(j->id, vm.pid(), accel_name));
     nlohmann::json payload = {
         {"accel", accel_name},
-        {"boot_ms", absl::ToInt64Milliseconds(ctx->clock->Now() - j->started)}};
+        {"boot_ms", absl::ToInt64Milliseconds(ctx->clock->Now() - j->started)},
+        {"started_from", j->restored ? "snapshot" : "boot"}};
+    if (!j->boot_note.empty()) {
+      payload["snapshot_note"] = j->boot_note;
+    }
     if (!vm.accel_note().empty()) {
       payload["accel_note"] = vm.accel_note();
     }
@@ -216,22 +251,27 @@ void SandboxService::Create(const api::SandboxCreate& request, AcceptedFn accept
   if (!spec.ok()) {
     return done(spec.status());
   }
+  Launch(*std::move(spec), std::move(accepted), std::move(done));
+}
+
+void SandboxService::Launch(SandboxSpec spec, AcceptedFn accepted, DoneFn done) {
   auto job = std::make_shared<CreateJob>();
-  job->spec = *std::move(spec);
+  job->spec = std::move(spec);
   job->id = runtime::NewSandboxId();
   job->accepted = std::move(accepted);
   job->done = std::move(done);
   store::SandboxRecord& record = job->record;
+  const api::SandboxCreate& req = job->spec.request;
   record.id = job->id;
-  record.name = request.name;
-  record.image = request.image;
-  record.cpus = static_cast<int>(request.cpus);
-  record.memory_mib = static_cast<int>(request.memory_mib);
-  record.labels = request.labels;
+  record.name = req.name;
+  record.image = req.image;
+  record.cpus = static_cast<int>(req.cpus);
+  record.memory_mib = static_cast<int>(req.memory_mib);
+  record.labels = req.labels;
   record.state = SandboxState::kCreating;
   record.run_dir = ctx_->layout.SandboxRunDir(job->id).string();
-  record.ttl_seconds = request.ttl_seconds;
-  record.idle_timeout_seconds = request.idle_timeout_seconds;
+  record.ttl_seconds = req.ttl_seconds;
+  record.idle_timeout_seconds = req.idle_timeout_seconds;
   {
     std::lock_guard lock(mu_);
     if (shut_down_) {

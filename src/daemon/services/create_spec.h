@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "src/api/sandbox.h"
+#include "src/daemon/lifecycle/checkpoints.h"
 #include "src/image/image_store.h"
 #include "src/net/policy.h"
 #include "src/vmm/vmm.h"
@@ -23,6 +24,9 @@ struct SandboxSpec {
   std::optional<workspace::Binding> binding;
   std::optional<net::EgressPolicy> egress_policy;
   std::vector<net::Rule> setup_rules;
+  // A fork: restore this checkpoint instead of booting; the workspace state is a copy of the
+  // checkpoint's (no binding, no sync).
+  std::optional<CheckpointInfo> from_checkpoint;
 };
 
 // Opens (and checks) an image by name for a boot.

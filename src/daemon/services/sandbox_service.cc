@@ -16,16 +16,17 @@ SandboxService::SandboxService(SandboxContext& ctx, GuestToolsGate& gate, SetupR
 
 SandboxService::~SandboxService() { Shutdown(); }
 
-std::function<void(const absl::Status&)> SandboxService::FailureCallback(const std::string& id) {
+std::function<void(const absl::Status&)> SandboxService::FailureCallback(const std::string& id,
+                                                                         int generation) {
   std::weak_ptr<bool> alive = alive_;
-  return [this, alive, id](const absl::Status& status) {
+  return [this, alive, id, generation](const absl::Status& status) {
     // On the agent's I/O thread: the cleanup blocks, so it moves to the timer thread.
     if (alive.expired()) {
       return;
     }
-    ctx_->timers->Post([this, alive, id, status] {
+    ctx_->timers->Post([this, alive, id, generation, status] {
       if (!alive.expired()) {
-        OnAgentFailure(id, status);
+        OnAgentFailure(id, generation, status);
       }
     });
   };
@@ -150,8 +151,21 @@ absl::Status SandboxService::Remove(absl::string_view ref, bool force) {
     ctx_->recorder->Note(ctx_->workspaces->Forget(record.id),
                          absl::StrCat("removing the workspace state of ", record.id));
   }
-  return ctx_->recorder->Transition(record.id, from, SandboxState::kRemoved,
-                                    {{"name", record.name}});
+  ABOX_RETURN_IF_ERROR(
+      ctx_->recorder->Transition(record.id, from, SandboxState::kRemoved, {{"name", record.name}}));
+  if (ctx_->checkpoints != nullptr) {
+    // Its checkpoints, and those of sandboxes removed earlier that were kept while forks ran
+    // on them (this may have been the last such fork).
+    std::vector<std::string> ids;
+    if (absl::StatusOr<std::vector<store::SandboxRecord>> all = ctx_->sandboxes->List({});
+        all.ok()) {
+      for (const store::SandboxRecord& r : *all) {
+        ids.push_back(r.id);
+      }
+      ctx_->checkpoints->RemoveOrphans(ids);
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> SandboxService::ConsoleLog(absl::string_view ref, size_t max_bytes) {
@@ -182,10 +196,11 @@ std::string SandboxService::LastAccel() {
   return last_accel_;
 }
 
-void SandboxService::OnAgentFailure(const std::string& id, const absl::Status& status) {
+void SandboxService::OnAgentFailure(const std::string& id, int generation,
+                                    const absl::Status& status) {
   std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(id);
-  if (live == nullptr) {
-    return;
+  if (live == nullptr || live->generation() != generation) {
+    return;  // gone, or about a VM a restore replaced
   }
   if (!live->BeginStop()) {
     return;  // a stop or a create's undo handles it

@@ -70,6 +70,22 @@ class SandboxService final {
   // copy kept when they failed, if any).
   [[nodiscard]] absl::StatusOr<std::string> ConsoleLog(absl::string_view ref, size_t max_bytes);
 
+  // --- Checkpoints (sandbox_checkpoints.cc). kUnimplemented when the VMM cannot save state.
+  // Saves a running sandbox (memory, processes, disk, workspace state) while it keeps running.
+  [[nodiscard]] absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view ref,
+                                                          const std::string& name);
+  [[nodiscard]] absl::StatusOr<std::vector<CheckpointInfo>> Checkpoints(absl::string_view ref);
+  [[nodiscard]] absl::Status RemoveCheckpoint(absl::string_view ref, const std::string& checkpoint);
+  // Puts a running sandbox back as it was at the checkpoint: its VM is replaced (running
+  // commands end as interrupted), its workspace base is the checkpoint's.
+  [[nodiscard]] absl::StatusOr<SandboxView> Restore(absl::string_view ref,
+                                                    const std::string& checkpoint);
+  // `count` new sandboxes from a checkpoint of a running one, each with its own disk,
+  // identity, egress policy copy and workspace state; named PREFIX-1.. when a prefix is given.
+  // Those that came up are returned; when some did not, the first failure.
+  [[nodiscard]] absl::StatusOr<std::vector<SandboxView>> Fork(absl::string_view ref, int count,
+                                                              const std::string& name_prefix);
+
   // The reaper's stop: `reason` says which timeout passed; `expiry` is "ttl" or "idle".
   void StopExpired(const std::string& id, const std::string& reason, const std::string& expiry);
 
@@ -94,6 +110,13 @@ class SandboxService final {
 
  private:
   friend struct CreateJob;
+  // Admits a checked create (create_pipeline.cc).
+  void Launch(SandboxSpec spec, AcceptedFn accepted, DoneFn done);
+  // The image files a create or restore boots (tests may pin them).
+  absl::StatusOr<image::ImageFiles> OpenImage(const std::string& name);
+  // The running sandbox `ref` with its live side, if snapshots are possible for it now.
+  absl::StatusOr<std::pair<store::SandboxRecord, std::shared_ptr<LiveSandbox>>> ForSnapshot(
+      absl::string_view ref);
   // Builds the create's steps (create_pipeline.cc).
   void AddCreateSteps(const std::shared_ptr<CreateJob>& job);
   // The view of a sandbox the API returns.
@@ -105,15 +128,19 @@ class SandboxService final {
   // forgets it and (unless detached) releases its capacity.
   absl::Status TearDown(const std::shared_ptr<LiveSandbox>& live, const std::string& reason,
                         bool detach);
-  void OnAgentFailure(const std::string& id, const absl::Status& status);
-  // The agent's failure callback for sandbox `id`: moves the work to the timer thread.
-  std::function<void(const absl::Status&)> FailureCallback(const std::string& id);
+  void OnAgentFailure(const std::string& id, int generation, const absl::Status& status);
+  // The agent's failure callback for sandbox `id`'s VM number `generation` (see
+  // LiveSandbox::generation): moves the work to the timer thread.
+  std::function<void(const absl::Status&)> FailureCallback(const std::string& id,
+                                                           int generation = 0);
 
   SandboxContext* ctx_;
   GuestToolsGate* gate_;
   SetupRunner* setup_;
   BackgroundTasks tasks_;
   std::mutex mu_;
+  // One checkpoint or restore at a time (each pauses a VM and writes a lot to disk).
+  std::mutex snapshot_mu_;
   std::map<std::string, std::weak_ptr<CreateJob>> creating_;  // creates past admission
   std::string last_accel_;
   bool shut_down_ = false;  // EndCreates ran

@@ -96,6 +96,63 @@ absl::Status WorkspaceService::Bind(const std::string& sandbox_id,
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status CopyTree(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::error_code ec;
+  if (std::filesystem::exists(to, ec)) {
+    return absl::AlreadyExistsError(absl::StrCat(to.string(), " exists already"));
+  }
+  std::filesystem::copy(from, to, std::filesystem::copy_options::recursive, ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("copying ", from.string(), " to ", to.string(), ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WorkspaceService::SaveStateTo(const std::string& sandbox_id,
+                                           const std::filesystem::path& dir) {
+  ABOX_ASSIGN_OR_RETURN(auto held, Lock(sandbox_id));
+  return CopyTree(StateDir(sandbox_id), dir);
+}
+
+absl::Status WorkspaceService::RestoreStateFrom(const std::string& sandbox_id,
+                                                const std::filesystem::path& dir) {
+  ABOX_ASSIGN_OR_RETURN(auto held, Lock(sandbox_id));
+  Slot& slot = *held.first;
+  const std::string staged = absl::StrCat(StateDir(sandbox_id), ".restoring");
+  (void)base::RemoveUnder(home_, staged);  // a restore a crash cut short
+  ABOX_RETURN_IF_ERROR(CopyTree(dir, staged));
+  slot.state.reset();
+  ABOX_RETURN_IF_ERROR(base::RemoveUnder(home_, StateDir(sandbox_id)));
+  std::error_code ec;
+  std::filesystem::rename(staged, StateDir(sandbox_id), ec);
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("putting back the workspace state of ", sandbox_id, ": ", ec.message()));
+  }
+  ABOX_ASSIGN_OR_RETURN(slot.state, workspace::WorkspaceState::Open(StateDir(sandbox_id)));
+  RefreshInfo(slot);
+  return absl::OkStatus();
+}
+
+absl::Status WorkspaceService::BindCopy(const std::string& sandbox_id,
+                                        const std::filesystem::path& dir) {
+  if (!IsSandboxId(sandbox_id)) {
+    return absl::InternalError(absl::StrCat("not a sandbox id: ", sandbox_id));
+  }
+  ABOX_RETURN_IF_ERROR(CopyTree(dir, StateDir(sandbox_id)));
+  auto slot = std::make_shared<Slot>();
+  ABOX_ASSIGN_OR_RETURN(slot->state, workspace::WorkspaceState::Open(StateDir(sandbox_id)));
+  RefreshInfo(*slot);
+  std::lock_guard lock(mu_);
+  slots_[sandbox_id] = std::move(slot);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::pair<std::shared_ptr<WorkspaceService::Slot>, std::unique_lock<std::mutex>>>
 WorkspaceService::Lock(const std::string& sandbox_id) {
   std::shared_ptr<Slot> slot;

@@ -4,6 +4,7 @@
 // The host tree is written only by apply / pull / undo, through workspace::HostTree's guards.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,16 @@ class WorkspaceService final {
   // The binding as the API shows it, or null when the sandbox has no workspace.
   [[nodiscard]] nlohmann::json Describe(const std::string& sandbox_id);
   [[nodiscard]] bool Has(const std::string& sandbox_id);
+  // Checkpoints. SaveStateTo copies the workspace state into `dir` (which must not exist);
+  // RestoreStateFrom makes such a copy the sandbox's state again (its base as it was then, so
+  // a diff after a restore compares with that); BindCopy gives a new sandbox (a fork) a copy
+  // as its own.
+  [[nodiscard]] absl::Status SaveStateTo(const std::string& sandbox_id,
+                                         const std::filesystem::path& dir);
+  [[nodiscard]] absl::Status RestoreStateFrom(const std::string& sandbox_id,
+                                              const std::filesystem::path& dir);
+  [[nodiscard]] absl::Status BindCopy(const std::string& sandbox_id,
+                                      const std::filesystem::path& dir);
   // The sandbox is gone: its workspace state goes too (artifacts stay, for undo).
   [[nodiscard]] absl::Status Forget(const std::string& sandbox_id);
 

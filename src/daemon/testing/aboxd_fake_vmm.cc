@@ -112,6 +112,7 @@ int Main(int argc, char** argv) {
   }
   SandboxOptions& sandbox = config->sandbox;
   sandbox.guest_tool_path = *guest_tool;
+  sandbox.guest_identity = false;  // the fake's guest is this host: never set its clock
   sandbox.boot_timeout = absl::Seconds(10);
   sandbox.attach_timeout = absl::Seconds(5);
   sandbox.reap_interval = absl::Milliseconds(100);

@@ -62,6 +62,7 @@ class TestDaemon final {
     auto guest_tool = base::FindCompanionBinary("abox-guest", "ABOX_GUEST_BIN");
     ASSERT_TRUE(guest_tool.ok()) << guest_tool.status();
     options.guest_tool_path = *guest_tool;
+    options.guest_identity = false;  // the fake's guest is this host: never set its clock
     options.guest_tool_deadline = guest_tool_deadline_;
     options.wrap_guest_tools = [this](workspace::GuestTools& real) {
       std::lock_guard lock(guest_tools_mu_);

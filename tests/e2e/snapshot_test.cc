@@ -1,0 +1,264 @@
+// Golden snapshots, checkpoint / restore and fork with real VMs (issue 13): clones restored from
+// one template each get their own identity (RNG, hostname, machine-id, clock); a checkpoint
+// brings back processes and files; forks are independent; bad checkpoints fail cleanly.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/abox_runner.h"
+#include "tests/testing/aboxd_process.h"
+
+namespace abox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// What a guest says about itself, in one exec.
+constexpr char kIdentityProbe[] =
+    "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; hostname; cat /etc/machine-id; "
+    "cat /run/abox/sandbox-id; echo; date +%s.%N";
+
+struct Probe {
+  std::string random;
+  std::string hostname;
+  std::string machine_id;
+  std::string sandbox_id;
+  double clock = 0;
+};
+
+class SnapshotTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
+    Abox({"daemon", "stop"});
+  }
+
+  AboxResult Abox(std::vector<std::string> args) {
+    AboxCall call;
+    call.args = std::move(args);
+    call.env = home_.Env();
+    call.timeout_seconds = 240;
+    return RunAbox(call);
+  }
+
+  std::string Create(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"create"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    AboxResult r = Abox(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::string(absl::StripAsciiWhitespace(r.out));
+  }
+
+  std::string Sh(const std::string& id, const std::string& script) {
+    AboxResult r = Abox({"exec", id, "--", "sh", "-c", script});
+    EXPECT_EQ(r.exit_code, 0) << script << ": " << r.err;
+    return std::string(absl::StripAsciiWhitespace(r.out));
+  }
+
+  // The probe, with the host's clock read around it: `before` <= guest clock <= `after`.
+  Probe Identity(const std::string& id, double* before, double* after) {
+    *before = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+    std::string out = Sh(id, kIdentityProbe);
+    *after = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+    std::vector<std::string> lines = absl::StrSplit(out, '\n');
+    Probe p;
+    if (lines.size() != 5) {
+      ADD_FAILURE() << "probe said: " << out;
+      return p;
+    }
+    p.random = lines[0];
+    p.hostname = lines[1];
+    p.machine_id = lines[2];
+    p.sandbox_id = lines[3];
+    EXPECT_TRUE(absl::SimpleAtod(lines[4], &p.clock)) << lines[4];
+    return p;
+  }
+
+  // The "ready" events seen so far, by sandbox id.
+  std::map<std::string, nlohmann::json> ReadyEvents(const std::string& last_id) {
+    AboxCall events;
+    events.args = {"events", "--since", "0", "--json"};
+    events.env = home_.Env();
+    events.when_output = last_id;
+    events.on_output = [](pid_t pid) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(pid, SIGINT);
+    };
+    events.timeout_seconds = 30;
+    AboxResult seen = RunAbox(events);
+    std::map<std::string, nlohmann::json> ready;
+    for (absl::string_view line : absl::StrSplit(seen.out, '\n', absl::SkipEmpty())) {
+      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
+      if (e.is_object() && e.value("type", "") == "ready") {
+        ready[e.value("sandbox_id", "")] = e["payload"];
+      }
+    }
+    return ready;
+  }
+
+  int Count(const std::string& id) {
+    int n = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(Sh(id, "cat /tmp/count"), &n));
+    return n;
+  }
+
+  DaemonHome home_;
+};
+
+TEST_F(SnapshotTest, ClonesOfTheGoldenSnapshotEachGetTheirOwnIdentity) {
+  std::string a = Create();
+  std::string b = Create();
+  std::string cold = Create({"--cold"});
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+  ASSERT_FALSE(cold.empty());
+
+  std::map<std::string, nlohmann::json> ready = ReadyEvents(cold);
+  EXPECT_EQ(ready[a].value("started_from", ""), "snapshot") << ready[a];
+  EXPECT_EQ(ready[b].value("started_from", ""), "snapshot") << ready[b];
+  EXPECT_EQ(ready[cold].value("started_from", ""), "boot") << ready[cold];
+
+  std::map<std::string, Probe> probes;
+  for (const std::string& id : {a, b, cold}) {
+    double before = 0;
+    double after = 0;
+    Probe p = Identity(id, &before, &after);
+    EXPECT_EQ(p.random.size(), 64u) << id;
+    EXPECT_EQ(p.hostname, absl::StrCat("abox-", id));
+    EXPECT_EQ(p.sandbox_id, id);
+    EXPECT_EQ(p.machine_id.size(), 32u);
+    // The guest's clock is the host's (within 1 s), not the template's.
+    EXPECT_GT(p.clock, before - 1.0) << id;
+    EXPECT_LT(p.clock, after + 1.0) << id;
+    probes[id] = p;
+  }
+  // Two clones of one memory image never produce the same random bytes or ids.
+  EXPECT_NE(probes[a].random, probes[b].random);
+  EXPECT_NE(probes[a].random, probes[cold].random);
+  EXPECT_NE(probes[a].machine_id, probes[b].machine_id);
+
+  // A clone's writes are its own: the other clone and the template do not see them.
+  Sh(a, "echo only-a > $HOME/mine");
+  EXPECT_EQ(Sh(b, "cat $HOME/mine 2>/dev/null || echo absent"), "absent");
+  std::string c = Create();
+  EXPECT_EQ(Sh(c, "cat $HOME/mine 2>/dev/null || echo absent"), "absent");
+}
+
+TEST_F(SnapshotTest, CheckpointAndRestoreBringBackProcessesAndFiles) {
+  std::string id = Create();
+  ASSERT_FALSE(id.empty());
+  // A background process that keeps counting (it outlives the exec that started it).
+  Sh(id,
+     "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done' "
+     ">/dev/null 2>&1 &");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  AboxResult ck = Abox({"checkpoint", id, "--name", "before", "--json"});
+  ASSERT_EQ(ck.exit_code, 0) << ck.err;
+  nlohmann::json checkpoint = nlohmann::json::parse(ck.out);
+  EXPECT_EQ(checkpoint["name"], "before");
+  EXPECT_GT(checkpoint["bytes"].get<int64_t>(), 0);
+  int at_checkpoint = Count(id);
+
+  Sh(id, "echo later > $HOME/after.txt");
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  int before_restore = Count(id);
+  EXPECT_GT(before_restore, at_checkpoint);
+
+  AboxResult restored = Abox({"restore", id, "before"});
+  ASSERT_EQ(restored.exit_code, 0) << restored.err;
+  // Files are as they were: the one written after the checkpoint is gone.
+  EXPECT_EQ(Sh(id, "cat $HOME/after.txt 2>/dev/null || echo absent"), "absent");
+  // The counter is back near where it was and keeps counting.
+  int after_restore = Count(id);
+  EXPECT_LT(after_restore, before_restore);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_GT(Count(id), after_restore);
+  // The clock is now, not the checkpoint's (taken seconds earlier).
+  double before = 0;
+  double after = 0;
+  Probe p = Identity(id, &before, &after);
+  EXPECT_GT(p.clock, before - 1.0);
+  EXPECT_LT(p.clock, after + 1.0);
+
+  AboxResult listed = Abox({"checkpoint", "ls", id});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr("before"));
+
+  // Bad input: an unknown checkpoint, then a damaged one. Each fails with a clear error and the
+  // sandbox goes on as it was (its counter still counts).
+  AboxResult unknown = Abox({"restore", id, "no-such"});
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_THAT(unknown.err, HasSubstr("no checkpoint \"no-such\""));
+  AboxResult ck2 = Abox({"checkpoint", id, "--name", "damaged", "--json"});
+  ASSERT_EQ(ck2.exit_code, 0) << ck2.err;
+  std::string ck2_id = nlohmann::json::parse(ck2.out)["id"];
+  fs::path state = fs::path(home_.path()) / "checkpoints" / id / ck2_id / "state";
+  ASSERT_TRUE(fs::exists(state));
+  fs::permissions(state, fs::perms::owner_write, fs::perm_options::add);
+  fs::resize_file(state, fs::file_size(state) / 3);
+  AboxResult broken = Abox({"restore", id, "damaged"});
+  EXPECT_NE(broken.exit_code, 0);
+  EXPECT_THAT(broken.err, HasSubstr("could not be restored"));
+  int still = Count(id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_GT(Count(id), still);
+  EXPECT_THAT(Abox({"inspect", "--json", id}).out, HasSubstr("\"ready\""));
+
+  EXPECT_EQ(Abox({"checkpoint", "rm", id, "before", "damaged"}).exit_code, 0);
+  EXPECT_THAT(Abox({"checkpoint", "ls", id}).out, HasSubstr("no checkpoints"));
+}
+
+TEST_F(SnapshotTest, ForksAreIndependentFromTheFirstInstruction) {
+  std::string id = Create();
+  ASSERT_FALSE(id.empty());
+  Sh(id, "echo from-parent > $HOME/shared.txt");
+  AboxResult forked = Abox({"fork", id, "-n", "2", "--name", "try", "--json"});
+  ASSERT_EQ(forked.exit_code, 0) << forked.err;
+  nlohmann::json made = nlohmann::json::parse(forked.out)["sandboxes"];
+  ASSERT_EQ(made.size(), 2u);
+  std::string f1 = made[0]["id"];
+  std::string f2 = made[1]["id"];
+  EXPECT_EQ(made[0]["name"], "try-1");
+  EXPECT_EQ(made[1]["name"], "try-2");
+
+  // Both start with the parent's files, then write the same path, and each sees its own.
+  for (const std::string& f : {f1, f2}) {
+    EXPECT_EQ(Sh(f, "cat $HOME/shared.txt"), "from-parent");
+    Sh(f, absl::StrCat("echo ", f, " > $HOME/shared.txt"));
+  }
+  EXPECT_EQ(Sh(f1, "cat $HOME/shared.txt"), f1);
+  EXPECT_EQ(Sh(f2, "cat $HOME/shared.txt"), f2);
+  EXPECT_EQ(Sh(id, "cat $HOME/shared.txt"), "from-parent");
+  // Their own randomness and identity.
+  double before = 0;
+  double after = 0;
+  Probe p1 = Identity(f1, &before, &after);
+  Probe p2 = Identity(f2, &before, &after);
+  EXPECT_NE(p1.random, p2.random);
+  EXPECT_EQ(p1.hostname, absl::StrCat("abox-", f1));
+  EXPECT_EQ(p2.hostname, absl::StrCat("abox-", f2));
+
+  // The checkpoint the forks stand on is kept while they run, and goes with the last of them.
+  EXPECT_EQ(Abox({"rm", "-f", id}).exit_code, 0);
+  EXPECT_FALSE(fs::is_empty(fs::path(home_.path()) / "checkpoints"));
+  EXPECT_EQ(Sh(f1, "cat $HOME/shared.txt"), f1);
+  EXPECT_EQ(Abox({"rm", "-f", f1, f2}).exit_code, 0);
+  std::error_code ec;
+  EXPECT_TRUE(!fs::exists(fs::path(home_.path()) / "checkpoints" / id, ec));
+}
+
+}  // namespace
+}  // namespace abox::testing
