@@ -6,10 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "src/api/sandbox.h"
 #include "src/api/wire.h"
 #include "src/base/host_layout.h"
+#include "src/cli/doctor_check.h"
 #include "src/cli/doctor_checks.h"
 #include "src/cli/terminal_text.h"
 #include "src/client/answers.h"
@@ -20,6 +23,22 @@
 
 namespace abox::cli {
 namespace {
+
+// The VM a sandbox runs in now: its id, or "<id>.<n>" after a checkpoint restore (QEMU's
+// `-name abox-<vm id>` says which).
+std::string VmIdOf(const HostView& host, const api::Sandbox& s) {
+  absl::StatusOr<std::string> cmdline = host.Read(absl::StrCat("/proc/", s.vmm_pid, "/cmdline"));
+  if (s.vmm_pid <= 0 || !cmdline.ok()) {
+    return s.id;
+  }
+  std::vector<std::string> argv = absl::StrSplit(*cmdline, '\0');
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "-name" && absl::StartsWith(argv[i + 1], absl::StrCat("abox-", s.id, "."))) {
+      return argv[i + 1].substr(5);
+    }
+  }
+  return s.id;
+}
 
 constexpr char kDoctorFooter[] =
     R"(Checks: host (KVM, QEMU and its seccomp, user namespaces, cgroups, disk space under
@@ -164,10 +183,14 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
         .id = s.id,
         .name = s.name,
         .vmm_pid = s.vmm_pid,
-        .run_dir = host.Canonical(layout->SandboxRunDir(s.id).string()),
+        .run_dir = host.Canonical(layout->SandboxRunDir(VmIdOf(host, s)).string()),
         .image_dirs = {layout->ImagesDir().string(), host.Canonical(layout->ImagesDir().string()),
                        host.Canonical(layout->ImageDir(s.image).string())},
         .egress_mode = s.egress_mode};
+    // The frozen disks a restored VM stands on: its golden template's, its checkpoint's.
+    for (const char* frozen : {"templates", "checkpoints"}) {
+      sf.image_dirs.push_back(host.Canonical((layout->home / frozen).string()));
+    }
     for (Check& c : SandboxChecks(host, sf)) {
       report.checks.push_back(std::move(c));
     }

@@ -50,9 +50,11 @@ struct SandboxFacts {
   std::string id;
   std::string name;
   int64_t vmm_pid = 0;
-  std::string run_dir;                  // $ABOX_HOME/sandboxes/<id>
-  std::vector<std::string> image_dirs;  // $ABOX_HOME/images, and where it resolves to
-  std::string egress_mode;              // none | allowlist | open | ""
+  std::string run_dir;  // $ABOX_HOME/sandboxes/<id>
+  // $ABOX_HOME/images (and where it resolves to), templates and checkpoints: what QEMU may hold
+  // read-only besides its run dir.
+  std::vector<std::string> image_dirs;
+  std::string egress_mode;  // none | allowlist | open | ""
 };
 // sandbox.<id>.{process,uid,seccomp,no_new_privs,capabilities,namespaces,cgroup,environment,
 // descriptors,network}, and egress.<id>.mode.

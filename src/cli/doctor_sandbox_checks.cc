@@ -197,8 +197,8 @@ Check DescriptorCheck(const Ctx& c) {
   }
   return Make(c, "descriptors", CheckStatus::kPass,
               absl::StrCat(fds->size(),
-                           " descriptors, all of the expected kinds: its run dir, the image, "
-                           "/dev/null, /dev/kvm, sockets, pipes, memfds"));
+                           " descriptors, all of the expected kinds: its run dir, the image and "
+                           "frozen disk layers, /dev/null, /dev/kvm, sockets, pipes, memfds"));
 }
 
 Check NetworkCheck(const Ctx& c) {

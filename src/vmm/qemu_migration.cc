@@ -97,10 +97,15 @@ absl::Status LoadVmState(QmpClient& qmp, int fd, bool skip_shared_memory, millis
                            .status());
   for (;;) {
     // QEMU exits when the state does not load (the caller reports its log); once loaded it
-    // starts the VM by itself.
-    ABOX_ASSIGN_OR_RETURN(json status, qmp.Execute("query-status", nullptr,
-                                                   std::min(kCommandTimeout, Left(deadline))));
-    std::string run = StatusOf(status);
+    // starts the VM by itself. While it reads the state its monitor may not answer for a while
+    // (many restores at once on a busy host): that is loading, up to the overall deadline.
+    absl::StatusOr<json> status =
+        qmp.Execute("query-status", nullptr, std::min(kCommandTimeout, Left(deadline)));
+    if (!status.ok() && absl::IsDeadlineExceeded(status.status()) && Clock::now() < deadline) {
+      continue;
+    }
+    ABOX_RETURN_IF_ERROR(status.status());
+    std::string run = StatusOf(*status);
     if (run == "running") {
       return absl::OkStatus();
     }

@@ -72,8 +72,9 @@ absl::StatusOr<base::UniqueFd> NewMemoryFile(int memory_mib) {
   return fd;
 }
 
-// No more writes, ever: clones map it copy-on-write, and a write would reach every one of them.
-absl::Status Seal(int fd, int memory_mib) {
+}  // namespace
+
+absl::Status SealTemplateMemory(int fd, int memory_mib) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size != static_cast<off_t>(memory_mib) << 20) {
     return absl::DataLossError("the template memory does not have the VM's memory size");
@@ -83,8 +84,6 @@ absl::Status Seal(int fd, int memory_mib) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 GoldenTemplates::GoldenTemplates(vmm::Vmm& vmm, base::HostLayout layout)
     : vmm_(vmm), layout_(std::move(layout)) {}
@@ -191,7 +190,7 @@ std::shared_ptr<GoldenTemplate> GoldenTemplates::LoadFromDisk(const TemplateRequ
         return base::ErrnoError(absl::StrCat("open(", memory, ")"));
       }
       ABOX_RETURN_IF_ERROR(base::CopyDataSparse(in.get(), tpl->memory.get(), memory));
-      return Seal(tpl->memory.get(), request.memory_mib);
+      return SealTemplateMemory(tpl->memory.get(), request.memory_mib);
     }();
     if (!loaded.ok()) {
       spdlog::warn("golden template {} could not be loaded ({}); making a new one", tpl->name,
@@ -274,7 +273,7 @@ absl::StatusOr<std::shared_ptr<GoldenTemplate>> GoldenTemplates::Make(
   vm.reset();
   ABOX_RETURN_IF_ERROR(saved);
   ABOX_RETURN_IF_ERROR(destroyed);
-  ABOX_RETURN_IF_ERROR(Seal(tpl->memory.get(), request.memory_mib));
+  ABOX_RETURN_IF_ERROR(SealTemplateMemory(tpl->memory.get(), request.memory_mib));
   {
     // On disk too, for the next aboxd (and the others sharing this folder).
     const std::string memory = (tpl->dir / kMemoryFile).string();

@@ -34,6 +34,11 @@ struct GoldenTemplate {
   absl::Duration make_time;  // boot + save
 };
 
+// Seals a template's memory (a memfd of exactly the VM's memory size) against every write, grow,
+// shrink and further seal: clones map it copy-on-write, and a write would reach all of them, so
+// not even a QEMU that was taken over and reopens it read-write can change it.
+[[nodiscard]] absl::Status SealTemplateMemory(int fd, int memory_mib);
+
 struct TemplateRequest {
   image::ImageFiles files;
   int cpus = 1;

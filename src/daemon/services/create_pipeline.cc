@@ -164,20 +164,21 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
         }
       });
 
-  if (ctx->options.guest_identity) {
-    // Before any command: a restored guest still has its template's (or checkpoint's) RNG
-    // state, clock, hostname and machine-id.
-    p.Add(kIdentity, [ctx, j]() -> absl::Status {
-      ABOX_ASSIGN_OR_RETURN(runtime::GuestIdentity identity, runtime::NewGuestIdentity(j->id));
-      absl::Status s =
-          runtime::ApplyGuestIdentity(j->vm->agent(), identity, ctx->options.guest_tool_path);
-      if (!s.ok()) {
-        return absl::Status(s.code(),
-                            absl::StrCat("the guest did not take its identity: ", s.message()));
-      }
+  // Before any command: a restored guest still has its template's (or checkpoint's) RNG state,
+  // clock, hostname and machine-id. (Off only with a fake VMM, whose guest is this host.)
+  p.Add(kIdentity, [ctx, j]() -> absl::Status {
+    if (!ctx->options.guest_identity) {
       return absl::OkStatus();
-    });
-  }
+    }
+    ABOX_ASSIGN_OR_RETURN(runtime::GuestIdentity identity, runtime::NewGuestIdentity(j->id));
+    absl::Status s =
+        runtime::ApplyGuestIdentity(j->vm->agent(), identity, ctx->options.guest_tool_path);
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("the guest did not take its identity: ", s.message()));
+    }
+    return absl::OkStatus();
+  });
 
   if (j->spec.binding) {
     // The first sync is part of creating: a sandbox whose workspace cannot go in is not ready.

@@ -207,6 +207,7 @@ absl::StatusOr<std::vector<SandboxView>> SandboxService::Fork(absl::string_view 
     std::mutex mu;
     std::condition_variable cv;
     std::vector<std::optional<absl::StatusOr<SandboxView>>> results;
+    std::vector<std::string> accepted;  // every fork that got a record, up or not
     int left = 0;
   };
   auto outcomes = std::make_shared<Outcomes>();
@@ -227,7 +228,11 @@ absl::StatusOr<std::vector<SandboxView>> SandboxService::Fork(absl::string_view 
     spec.files = files;
     spec.egress_policy = policy;
     spec.from_checkpoint = c;
-    Launch(std::move(spec), nullptr, [outcomes, i](absl::StatusOr<SandboxView> r) {
+    auto accepted = [outcomes](const SandboxView& v) {
+      std::lock_guard lock(outcomes->mu);
+      outcomes->accepted.push_back(v.record.id);
+    };
+    Launch(std::move(spec), accepted, [outcomes, i](absl::StatusOr<SandboxView> r) {
       std::lock_guard lock(outcomes->mu);
       outcomes->results[static_cast<size_t>(i)] = std::move(r);
       --outcomes->left;
@@ -249,13 +254,22 @@ absl::StatusOr<std::vector<SandboxView>> SandboxService::Fork(absl::string_view 
   for (const SandboxView& v : made) {
     ids.push_back(v.record.id);
   }
+  if (!first_failure.ok()) {
+    // All or nothing: every fork is removed (those that came up and those left failed), so the
+    // caller is left with no sandbox it was not told about.
+    for (const std::string& fork : outcomes->accepted) {
+      ctx_->recorder->Note(Remove(fork, /*force=*/true),
+                           absl::StrCat("removing fork ", fork, " of a failed fork"));
+    }
+    ctx_->events->Publish(record.id, "fork_failed",
+                          {{"checkpoint", c.id}, {"asked", count}, {"came_up", made.size()}});
+    return absl::Status(first_failure.code(),
+                        absl::StrCat(made.size(), " of ", count,
+                                     " forks came up and were removed again; the first failure: ",
+                                     first_failure.message()));
+  }
   ctx_->events->Publish(record.id, "forked",
                         {{"checkpoint", c.id}, {"sandboxes", ids}, {"asked", count}});
-  if (!first_failure.ok()) {
-    return absl::Status(first_failure.code(), absl::StrCat(made.size(), " of ", count,
-                                                           " forks came up; the first failure: ",
-                                                           first_failure.message()));
-  }
   return made;
 }
 

@@ -82,7 +82,8 @@ class SandboxService final {
                                                     const std::string& checkpoint);
   // `count` new sandboxes from a checkpoint of a running one, each with its own disk,
   // identity, egress policy copy and workspace state; named PREFIX-1.. when a prefix is given.
-  // Those that came up are returned; when some did not, the first failure.
+  // All or nothing: when one does not come up, those that did are removed and the first
+  // failure is returned.
   [[nodiscard]] absl::StatusOr<std::vector<SandboxView>> Fork(absl::string_view ref, int count,
                                                               const std::string& name_prefix);
 
