@@ -14,8 +14,6 @@
 //
 //   snapshot_bench [--aboxd PATH] [--cold-runs N] [--snapshot-runs N] [--restore-runs N]
 //                  [--fork-count N] [--pss-clones N] [--json FILE] [--aboxd-log FILE]
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,32 +27,31 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "bench/daemon_fixture.h"
+#include "bench/snapshot_api.h"
 #include "nlohmann/json.hpp"
 #include "src/base/host_layout.h"
-#include "src/base/io.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using abox::bench::BenchHome;
-using abox::bench::Call;
-using abox::bench::Connect;
 using abox::bench::Percentile;
+using abox::bench::PssRss;
+using abox::bench::ReadReady;
+using abox::bench::ReadyInfo;
+using abox::bench::RunTrue;
 using abox::bench::SelfDir;
+using abox::bench::SlowCall;
 using abox::bench::Summary;
-using abox::http::httptest::HttpTestClient;
+using abox::bench::TemplateLine;
 using abox::http::httptest::Response;
 namespace fs = std::filesystem;
 
@@ -70,93 +67,6 @@ double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(
 }
 
 void Warn(const std::string& what) { std::fprintf(stderr, "snapshot_bench: %s\n", what.c_str()); }
-
-// A connection whose reads may wait `seconds` (the test client's 20 s is shorter than a cold
-// create or a fork of ten under TCG); nullptr when it cannot connect.
-std::unique_ptr<HttpTestClient> SlowConnect(const BenchHome& home, int seconds = 300) {
-  auto c = Connect(home);
-  if (c == nullptr) {
-    return nullptr;
-  }
-  timeval tv{.tv_sec = seconds, .tv_usec = 0};
-  if (::setsockopt(c->fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
-    return nullptr;
-  }
-  return c;
-}
-
-// One request on a fresh slow connection; status 0 when the daemon did not answer.
-Response SlowCall(const BenchHome& home, const std::string& method, const std::string& target,
-                  const std::string& body = "") {
-  auto c = SlowConnect(home);
-  if (c == nullptr) {
-    return {};
-  }
-  auto r = c->Request(method, target, body);
-  if (!r.ok()) {
-    Warn(absl::StrCat(method, " ", target, ": ", r.status().message()));
-    return {};
-  }
-  return *r;
-}
-
-// `true` through the API exec path on fresh connections (POST .../execs, GET .../output to the
-// exit line); false (said on stderr) unless it exited 0.
-bool RunTrue(const BenchHome& home, const std::string& sandbox) {
-  const std::string base = absl::StrCat("/v1/sandboxes/", sandbox, "/execs");
-  Response started = SlowCall(home, "POST", base, R"({"argv":["true"]})");
-  if (started.status != 201) {
-    Warn(absl::StrCat("POST ", base, " answered ", started.status, ": ", started.body));
-    return false;
-  }
-  std::string exec = started.Json().value("id", "");
-  Response output = SlowCall(home, "GET", absl::StrCat(base, "/", exec, "/output"));
-  std::vector<std::string> lines = absl::StrSplit(output.body, '\n', absl::SkipEmpty());
-  nlohmann::json exit =
-      lines.empty() ? nlohmann::json() : nlohmann::json::parse(lines.back(), nullptr, false);
-  if (output.status != 200 || !exit.is_object() || exit.value("type", "") != "exit" ||
-      !exit["exec"].is_object() || exit["exec"].value("exit_code", -1) != 0) {
-    Warn(absl::StrCat("`true` in ", sandbox, " did not exit 0: ", output.body));
-    return false;
-  }
-  return true;
-}
-
-// What the `ready` event of a sandbox says about its start.
-struct ReadyInfo {
-  std::string started_from = "?";
-  int64_t boot_ms = -1;
-  std::string note;
-};
-
-ReadyInfo ReadReady(const BenchHome& home, const std::string& sandbox) {
-  ReadyInfo info;
-  auto c = Connect(home);  // the event is in the history already: the short timeout is plenty
-  if (c == nullptr ||
-      !c->Send("GET", absl::StrCat("/v1/events?since=0&sandbox=", sandbox), "").ok() ||
-      !c->ReadHeader().ok()) {
-    return info;
-  }
-  auto text = c->ReadUntil(R"("started_from":")");
-  if (!text.ok()) {
-    return info;
-  }
-  // The payload's keys are sorted; started_from is the last one the ready step writes.
-  static const std::regex boot_re(R"re("boot_ms":(\d+))re");
-  static const std::regex from_re(R"re("started_from":"(\w+)")re");
-  static const std::regex note_re(R"re("snapshot_note":"((?:[^"\\]|\\.)*)")re");
-  std::smatch m;
-  if (std::regex_search(*text, m, boot_re)) {
-    (void)absl::SimpleAtoi(m[1].str(), &info.boot_ms);
-  }
-  if (std::regex_search(*text, m, from_re)) {
-    info.started_from = m[1].str();
-  }
-  if (std::regex_search(*text, m, note_re)) {
-    info.note = m[1].str();
-  }
-  return info;
-}
 
 struct Flags {
   std::string aboxd = SelfDir() + "/aboxd";
@@ -363,28 +273,6 @@ bool Bench::RunCreates(const Flags& flags) {
   return true;
 }
 
-// Pss and Rss (KiB) of a process, from its smaps_rollup.
-std::optional<std::pair<double, double>> PssRss(int64_t pid) {
-  auto text = abox::base::ReadFile(absl::StrCat("/proc/", pid, "/smaps_rollup"), 1 << 16);
-  if (!text.ok()) {
-    return std::nullopt;
-  }
-  double pss = -1;
-  double rss = -1;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
-    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (f.size() >= 2 && f[0] == "Pss:") {
-      (void)absl::SimpleAtod(f[1], &pss);
-    } else if (f.size() >= 2 && f[0] == "Rss:") {
-      (void)absl::SimpleAtod(f[1], &rss);
-    }
-  }
-  if (pss < 0 || rss < 0) {
-    return std::nullopt;
-  }
-  return std::make_pair(pss, rss);
-}
-
 // 6. N clones of the template, all alive and idle, then each one's QEMU PSS and RSS. Removes
 // all but the last, which it returns (an idle clone for 3-5).
 std::optional<std::string> Bench::RunPss(const Flags& flags) {
@@ -555,23 +443,6 @@ bool Bench::RunFork(const std::string& sandbox, int count, const Flags& flags) {
     (void)Remove(id);
   }
   return true;
-}
-
-// What aboxd's log says about the template: "made in N ms" or "loaded in N ms".
-std::string TemplateLine(const BenchHome& home) {
-  auto log = abox::base::ReadFile(home.log(), 16 << 20);
-  static const std::regex line_re(R"re(golden template (\S+) (made|loaded) in (\d+) ms)re");
-  if (!log.ok()) {
-    return "";
-  }
-  for (absl::string_view line : absl::StrSplit(*log, '\n')) {
-    std::smatch m;
-    std::string text(line);
-    if (absl::StrContains(line, "golden template") && std::regex_search(text, m, line_re)) {
-      return absl::StrCat(m[2].str(), " in ", m[3].str(), " ms (", m[1].str(), ")");
-    }
-  }
-  return "";
 }
 
 }  // namespace
