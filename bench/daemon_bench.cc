@@ -54,7 +54,9 @@ using abox::bench::Connect;
 using abox::bench::CpuMicros;
 using abox::bench::McpBenchResult;
 using abox::bench::MeasureMcpAgainstCli;
+using abox::bench::Percentile;
 using abox::bench::SelfDir;
+using abox::bench::Summary;
 using abox::bench::TimeCli;
 using abox::http::httptest::HttpTestClient;
 using abox::http::httptest::Response;
@@ -69,25 +71,6 @@ void OnSignal(int /*sig*/) { g_interrupted.store(true); }
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 double Us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) {
-    return 0;
-  }
-  std::sort(v.begin(), v.end());
-  auto i = std::min(v.size() - 1,
-                    static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))));
-  return v[i];
-}
-
-nlohmann::json Summary(const std::vector<double>& v) {
-  return {{"n", v.size()},
-          {"min", Percentile(v, 0)},
-          {"median", Percentile(v, 0.5)},
-          {"p90", Percentile(v, 0.9)},
-          {"p99", Percentile(v, 0.99)},
-          {"max", Percentile(v, 1)}};
-}
 
 // A distribution-free 95 % confidence interval for the median (order statistics, normal
 // approximation of the binomial; fine from n ≈ 30).

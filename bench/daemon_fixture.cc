@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -63,13 +65,15 @@ void BenchHome::PrintLogTail() const {
   }
 }
 
-absl::StatusOr<base::ChildProcess> StartAboxd(const std::string& bin, const BenchHome& home) {
+absl::StatusOr<base::ChildProcess> StartAboxd(const std::string& bin, const BenchHome& home,
+                                              const std::vector<std::string>& extra_args) {
   int log = ::open(home.log().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log < 0) {
     return absl::ErrnoToStatus(errno, "open(aboxd.log)");
   }
   base::SpawnOptions options;
   options.argv = {bin, "--socket", home.socket()};
+  options.argv.insert(options.argv.end(), extra_args.begin(), extra_args.end());
   options.stdout_fd = log;
   options.stderr_fd = log;
   options.new_session = true;  // Ctrl-C reaches the bench, which then cleans up in order
@@ -111,6 +115,25 @@ Response Call(const BenchHome& home, const std::string& method, const std::strin
   }
   auto r = c->Request(method, target, body);
   return r.ok() ? *r : Response{};
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) {
+    return 0;
+  }
+  std::sort(v.begin(), v.end());
+  auto i = std::min(v.size() - 1,
+                    static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))));
+  return v[i];
+}
+
+nlohmann::json Summary(const std::vector<double>& v) {
+  return {{"n", v.size()},
+          {"min", Percentile(v, 0)},
+          {"median", Percentile(v, 0.5)},
+          {"p90", Percentile(v, 0.9)},
+          {"p99", Percentile(v, 0.99)},
+          {"max", Percentile(v, 1)}};
 }
 
 std::vector<pid_t> ProcessesMatching(const std::string& needle) {

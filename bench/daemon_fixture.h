@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "src/base/child_process.h"
 #include "src/http/testing/http_test_client.h"
 
@@ -38,8 +39,10 @@ class BenchHome final {
 };
 
 // Starts aboxd on the home's socket with this process's environment (which must point
-// ABOX_HOME at the home) and waits until it answers GET /v1/health.
-absl::StatusOr<base::ChildProcess> StartAboxd(const std::string& bin, const BenchHome& home);
+// ABOX_HOME at the home), with `extra_args` after the socket, and waits until it answers
+// GET /v1/health.
+absl::StatusOr<base::ChildProcess> StartAboxd(const std::string& bin, const BenchHome& home,
+                                              const std::vector<std::string>& extra_args = {});
 
 // A keep-alive connection to the home's aboxd; nullptr (said on stderr unless `quiet`) when
 // it cannot connect.
@@ -49,6 +52,12 @@ std::unique_ptr<http::httptest::HttpTestClient> Connect(const BenchHome& home, b
 http::httptest::Response Call(const BenchHome& home, const std::string& method,
                               const std::string& target, const std::string& body = "",
                               bool quiet = false);
+
+// The value at fraction `p` (0..1) of the sorted values, nearest rank; 0 when empty.
+double Percentile(std::vector<double> v, double p);
+
+// n, min, median, p90, p99 and max of `v`, for the --json reports.
+nlohmann::json Summary(const std::vector<double>& v);
 
 // Processes (other than this one) whose command line contains `needle`.
 std::vector<pid_t> ProcessesMatching(const std::string& needle);

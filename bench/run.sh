@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the release build and prints the Markdown tables that go into
 # docs/BENCHMARKS.md (raw numbers in build/release/bench-*.json).
-#   bench/run.sh [runtime|daemon|workspace|egress|all]   (default: all)
+#   bench/run.sh [runtime|daemon|snapshot|workspace|egress|all]   (default: all)
 #   RUNS  cold `abox run` repetitions (default 15)
 # Uses the image of $ABOX_HOME (default ~/.local/share/abox); the daemon bench runs its own
-# aboxd in a private home whose images/ links there, and removes everything it created.
+# aboxd in a private home whose images/ links there, and removes everything it created; so does
+# the snapshot bench (golden templates, checkpoints, restore, fork: issue 13).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-all}"
 case "$which" in
-  runtime | daemon | workspace | egress | all) ;;
-  *) echo "usage: bench/run.sh [runtime|daemon|workspace|egress|all]" >&2; exit 2 ;;
+  runtime | daemon | snapshot | workspace | egress | all) ;;
+  *) echo "usage: bench/run.sh [runtime|daemon|snapshot|workspace|egress|all]" >&2; exit 2 ;;
 esac
 preset=release
 bin="build/$preset/bin"
@@ -18,9 +19,12 @@ targets=(abox abox-shim abox-guest)
 case "$which" in
   runtime) targets+=(runtime_bench) ;;
   daemon) targets+=(aboxd abox-mcp daemon_bench) ;;
+  snapshot) targets+=(aboxd snapshot_bench) ;;
   workspace) targets+=(workspace_bench) ;;
   egress) targets+=(egress_bench) ;;
-  all) targets+=(runtime_bench aboxd abox-mcp daemon_bench workspace_bench egress_bench) ;;
+  all)
+    targets+=(runtime_bench aboxd abox-mcp daemon_bench snapshot_bench workspace_bench egress_bench)
+    ;;
 esac
 cmake --build --preset "$preset" --target "${targets[@]}" >/dev/null
 "$bin/abox" image build >/dev/null
@@ -32,6 +36,9 @@ fi
 if [[ "$which" == daemon || "$which" == all ]]; then
   "$bin/daemon_bench" --aboxd "$bin/aboxd" --abox "$bin/abox" \
     --json "build/$preset/bench-daemon.json"
+fi
+if [[ "$which" == snapshot || "$which" == all ]]; then
+  "$bin/snapshot_bench" --aboxd "$bin/aboxd" --json "build/$preset/bench-snapshot.json"
 fi
 if [[ "$which" == workspace || "$which" == all ]]; then
   "$bin/workspace_bench" --runs "${RUNS:-15}" --json "build/$preset/bench-workspace.json"
