@@ -52,6 +52,7 @@ using abox::bench::BenchHome;
 using abox::bench::Call;
 using abox::bench::Connect;
 using abox::bench::CpuMicros;
+using abox::bench::EnterBenchHome;
 using abox::bench::McpBenchResult;
 using abox::bench::MeasureMcpAgainstCli;
 using abox::bench::Percentile;
@@ -84,11 +85,6 @@ std::pair<double, double> MedianCi95(std::vector<double> v) {
   auto lo = static_cast<size_t>(std::max(0.0, std::floor(n / 2 - half) - 1));
   size_t hi = std::min(v.size() - 1, static_cast<size_t>(std::ceil(n / 2 + half)));
   return {v[lo], v[hi]};
-}
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "daemon_bench: %s\n", what.c_str());
-  std::exit(1);  // NOLINT(concurrency-mt-unsafe): only before anything needs cleaning up
 }
 
 // Requests per second and latency of GET /v1/sandboxes on `connections` keep-alive connections
@@ -592,33 +588,10 @@ void RunMcpBench(const BenchHome& home, const std::string& sandbox, const Flags&
 
 int main(int argc, char** argv) {
   Flags flags = ParseFlags(argc, argv);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  auto paths = abox::base::ResolveHostLayout();
-  if (!paths.ok()) {
-    Die(std::string(paths.status().message()));
-  }
-  if (!fs::exists(paths->ImageDir("default"))) {
-    Die(absl::StrCat("no image at ", paths->ImageDir("default").string(),
-                     ": build it first (abox image build) or set ABOX_HOME"));
-  }
-  if (::access(flags.aboxd.c_str(), X_OK) != 0) {
-    Die(absl::StrCat("no aboxd at ", flags.aboxd, ": build it or pass --aboxd PATH"));
-  }
   // From here on everything lives in the private home; abox, aboxd and the in-process sandbox
   // all find it through the environment (set before any thread starts).
-  auto created = BenchHome::Create(paths->home.string());
-  if (!created.ok()) {
-    Die(std::string(created.status().message()));
-  }
-  const BenchHome& home = **created;
-  ::setenv("ABOX_HOME", home.path().c_str(), 1);      // NOLINT(concurrency-mt-unsafe)
-  ::setenv("ABOX_SOCKET", home.socket().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  ::setenv("ABOX_NO_AUTOSTART", "1", 1);              // NOLINT(concurrency-mt-unsafe)
+  std::unique_ptr<BenchHome> entered = EnterBenchHome("daemon_bench", flags.aboxd, OnSignal);
+  const BenchHome& home = *entered;
 
   auto aboxd = StartAboxd(flags.aboxd, home);
   if (!aboxd.ok()) {

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "src/base/host_layout.h"
 #include "src/base/io.h"
 
 namespace abox::bench {
@@ -198,6 +199,39 @@ absl::StatusOr<double> TimeCli(const BenchHome& home, const std::vector<std::str
                                             ": ", text.ok() ? *text : ""));
   }
   return ms;
+}
+
+std::unique_ptr<BenchHome> EnterBenchHome(const char* program, const std::string& aboxd,
+                                          void (*on_signal)(int)) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  auto die = [program](const std::string& what) {
+    std::fprintf(stderr, "%s: %s\n", program, what.c_str());
+    std::exit(1);  // NOLINT(concurrency-mt-unsafe): only before anything needs cleaning up
+  };
+  auto paths = base::ResolveHostLayout();
+  if (!paths.ok()) {
+    die(std::string(paths.status().message()));
+  }
+  if (!std::filesystem::exists(paths->ImageDir("default"))) {
+    die(absl::StrCat("no image at ", paths->ImageDir("default").string(),
+                     ": build it first (abox image build) or set ABOX_HOME"));
+  }
+  if (::access(aboxd.c_str(), X_OK) != 0) {
+    die(absl::StrCat("no aboxd at ", aboxd, ": build it or pass --aboxd PATH"));
+  }
+  auto created = BenchHome::Create(paths->home.string());
+  if (!created.ok()) {
+    die(std::string(created.status().message()));
+  }
+  std::unique_ptr<BenchHome> home = *std::move(created);
+  ::setenv("ABOX_HOME", home->path().c_str(), 1);      // NOLINT(concurrency-mt-unsafe)
+  ::setenv("ABOX_SOCKET", home->socket().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
+  ::setenv("ABOX_NO_AUTOSTART", "1", 1);               // NOLINT(concurrency-mt-unsafe)
+  return home;
 }
 
 }  // namespace abox::bench

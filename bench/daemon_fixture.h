@@ -38,6 +38,14 @@ class BenchHome final {
   std::string path_;
 };
 
+// The start of a daemon bench's main(): `on_signal` for SIGINT and SIGTERM, SIGPIPE ignored;
+// checks that the source home (from the environment) has the default image and that `aboxd`
+// is there; makes a BenchHome linked to it and points ABOX_HOME, ABOX_SOCKET and
+// ABOX_NO_AUTOSTART at it (before any thread starts). Exits with `program`'s message on a
+// failure.
+std::unique_ptr<BenchHome> EnterBenchHome(const char* program, const std::string& aboxd,
+                                          void (*on_signal)(int));
+
 // Starts aboxd on the home's socket with this process's environment (which must point
 // ABOX_HOME at the home), with `extra_args` after the socket, and waits until it answers
 // GET /v1/health.

@@ -43,6 +43,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using abox::bench::BenchHome;
+using abox::bench::EnterBenchHome;
 using abox::bench::Percentile;
 using abox::bench::PssRss;
 using abox::bench::ReadReady;
@@ -60,11 +61,6 @@ std::atomic<bool> g_interrupted{false};
 void OnSignal(int /*sig*/) { g_interrupted.store(true); }
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "snapshot_bench: %s\n", what.c_str());
-  std::exit(1);  // NOLINT(concurrency-mt-unsafe): only before anything needs cleaning up
-}
 
 void Warn(const std::string& what) { std::fprintf(stderr, "snapshot_bench: %s\n", what.c_str()); }
 
@@ -449,32 +445,9 @@ bool Bench::RunFork(const std::string& sandbox, int count, const Flags& flags) {
 
 int main(int argc, char** argv) {
   Flags flags = ParseFlags(argc, argv);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  auto paths = abox::base::ResolveHostLayout();
-  if (!paths.ok()) {
-    Die(std::string(paths.status().message()));
-  }
-  if (!fs::exists(paths->ImageDir("default"))) {
-    Die(absl::StrCat("no image at ", paths->ImageDir("default").string(),
-                     ": build it first (abox image build) or set ABOX_HOME"));
-  }
-  if (::access(flags.aboxd.c_str(), X_OK) != 0) {
-    Die(absl::StrCat("no aboxd at ", flags.aboxd, ": build it or pass --aboxd PATH"));
-  }
   // templates/ is not linked: the run makes its own template and says how long that took.
-  auto created = BenchHome::Create(paths->home.string());
-  if (!created.ok()) {
-    Die(std::string(created.status().message()));
-  }
-  const BenchHome& home = **created;
-  ::setenv("ABOX_HOME", home.path().c_str(), 1);      // NOLINT(concurrency-mt-unsafe)
-  ::setenv("ABOX_SOCKET", home.socket().c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
-  ::setenv("ABOX_NO_AUTOSTART", "1", 1);              // NOLINT(concurrency-mt-unsafe)
+  std::unique_ptr<BenchHome> entered = EnterBenchHome("snapshot_bench", flags.aboxd, OnSignal);
+  const BenchHome& home = *entered;
 
   // Room for the fork's parent and its forks, or for the idle clones, at 1 vCPU and 512 MiB.
   const int most = std::max(flags.fork_count + 1, flags.pss_clones) + 1;
