@@ -3,6 +3,7 @@
 // replaces the sandbox's VM with one restored from it; a fork restores it into new sandboxes
 // through the create pipeline (its boot step restores instead of booting).
 #include <condition_variable>
+#include <filesystem>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -124,8 +125,14 @@ absl::StatusOr<SandboxView> SandboxService::Restore(absl::string_view ref,
   const std::string id = record.id;
   // The checkpoint comes up in a VM of its own first, beside the running one: a checkpoint that
   // does not restore (a damaged file, another QEMU) fails here and leaves the sandbox as it was.
-  // Its run dir is named apart: "<id>.<n>".
-  const std::string vm_id = absl::StrCat(id, ".", live->generation() + 1);
+  // Its run dir is named apart: "<id>.<n>", the first n whose run dir is free (the generation
+  // starts again at 0 when aboxd restarts, but the run dir of an earlier restore may be live).
+  int n = live->generation() + 1;
+  std::error_code ec;
+  while (std::filesystem::exists(ctx_->layout.SandboxRunDir(absl::StrCat(id, ".", n)), ec)) {
+    ++n;
+  }
+  const std::string vm_id = absl::StrCat(id, ".", n);
   auto hooks = std::make_shared<VmHooks>();  // routed below, once it is the sandbox's VM
   BootRequest boot;
   boot.vm_id = vm_id;
