@@ -7,13 +7,16 @@
 //   3. a first and a second checkpoint of an idle clone: save_ms from the answer and wall time;
 //   4. restore of a checkpoint -> first `true` done;
 //   5. fork 10 -> all 10 answered `true`;
-//   6. idle PSS and RSS of 10 clones of one template (smaps_rollup of each clone's QEMU).
+//   6. idle PSS and RSS of 10 clones of one template (smaps_rollup of each clone's QEMU);
+//   7. create from the warm pool -> first `true` done, with a second aboxd (--pool 1) on the same
+//      home after the first stopped (bench/pool_creates.h).
 // Every sandbox it made is removed (DELETE ?force=true), aboxd stopped and the home removed,
 // also on failure. Prints a Markdown table for docs/BENCHMARKS.md and, with --json FILE, the raw
 // numbers.
 //
 //   snapshot_bench [--aboxd PATH] [--cold-runs N] [--snapshot-runs N] [--restore-runs N]
-//                  [--fork-count N] [--pss-clones N] [--json FILE] [--aboxd-log FILE]
+//                  [--fork-count N] [--pss-clones N] [--pool-runs N] [--json FILE]
+//                  [--aboxd-log FILE]
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/daemon_fixture.h"
+#include "bench/pool_creates.h"
 #include "bench/snapshot_api.h"
 #include "nlohmann/json.hpp"
 #include "src/base/host_layout.h"
@@ -44,7 +48,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using abox::bench::BenchHome;
 using abox::bench::EnterBenchHome;
+using abox::bench::MeasurePoolCreates;
 using abox::bench::Percentile;
+using abox::bench::PoolCreates;
 using abox::bench::PssRss;
 using abox::bench::ReadReady;
 using abox::bench::ReadyInfo;
@@ -71,6 +77,7 @@ struct Flags {
   int restore_runs = 3;
   int fork_count = 10;
   int pss_clones = 10;
+  int pool_runs = 10;
   std::string json_path;
   std::string aboxd_log;  // a copy of aboxd's log (the home goes away)
 };
@@ -93,16 +100,19 @@ Flags ParseFlags(int argc, char** argv) {
       f.fork_count = std::min(32, count());
     } else if (a == "--pss-clones" && has_value) {
       f.pss_clones = count();
+    } else if (a == "--pool-runs" && has_value) {
+      f.pool_runs = count();
     } else if (a == "--json" && has_value) {
       f.json_path = argv[++i];
     } else if (a == "--aboxd-log" && has_value) {
       f.aboxd_log = argv[++i];
     } else {
-      std::fprintf(stderr,
-                   "usage: snapshot_bench [--aboxd PATH] [--cold-runs N] [--snapshot-runs N] "
-                   "[--restore-runs N] [--fork-count N] [--pss-clones N] [--json FILE] "
-                   "[--aboxd-log FILE]\n"
-                   "Runs with the images of $ABOX_HOME (default ~/.local/share/abox).\n");
+      std::fprintf(
+          stderr,
+          "usage: snapshot_bench [--aboxd PATH] [--cold-runs N] [--snapshot-runs N] "
+          "[--restore-runs N] [--fork-count N] [--pss-clones N] [--pool-runs N] [--json FILE] "
+          "[--aboxd-log FILE]\n"
+          "Runs with the images of $ABOX_HOME (default ~/.local/share/abox).\n");
       std::exit(2);  // NOLINT(concurrency-mt-unsafe)
     }
   }
@@ -451,9 +461,12 @@ int main(int argc, char** argv) {
 
   // Room for the fork's parent and its forks, or for the idle clones, at 1 vCPU and 512 MiB.
   const int most = std::max(flags.fork_count + 1, flags.pss_clones) + 1;
-  auto aboxd = StartAboxd(flags.aboxd, home,
-                          {"--max-cpus", std::to_string(std::max(16, most)), "--max-memory",
-                           std::to_string(std::max(12000, most * 512 + 512))});
+  const std::vector<std::string> budget = {"--max-cpus", std::to_string(std::max(16, most)),
+                                           "--max-memory",
+                                           std::to_string(std::max(12000, most * 512 + 512))};
+  std::vector<std::string> no_pool = {"--pool", "0"};
+  no_pool.insert(no_pool.end(), budget.begin(), budget.end());
+  auto aboxd = StartAboxd(flags.aboxd, home, no_pool);
   if (!aboxd.ok()) {
     Warn(std::string(aboxd.status().message()));
     home.PrintLogTail();
@@ -507,6 +520,37 @@ int main(int argc, char** argv) {
   ok = ok && clone.has_value() && checkpoint.has_value();
   finished = ok;
   std::move(teardown).Invoke();
+
+  // 7. The warm pool, with an aboxd of its own (the template is on disk now: it loads it).
+  if (!g_interrupted) {
+    absl::StatusOr<PoolCreates> pool =
+        MeasurePoolCreates(flags.aboxd, home, flags.pool_runs, budget);
+    if (pool.ok()) {
+      double med = Percentile(pool->total_ms, 0.5);
+      double snap_med = bench.json()
+                            .value("snapshot_create_to_true_ms", nlohmann::json::object())
+                            .value("median", 0.0);
+      bench.json()["pool_create_to_true_ms"] = Summary(pool->total_ms);
+      bench.json()["pool_create_ms"] = Summary(pool->create_ms);
+      bench.json()["pool_creates_not_from_pool"] = pool->not_from_pool;
+      bench.Row(absl::StrFormat("create from the warm pool -> first `true` done, median (p90) "
+                                "of %zu",
+                                pool->total_ms.size()),
+                absl::StrFormat("%.0f ms (%.0f); the create alone %.0f ms%s", med,
+                                Percentile(pool->total_ms, 0.9), Percentile(pool->create_ms, 0.5),
+                                pool->not_from_pool == 0 ? ""
+                                                         : absl::StrCat("; ", pool->not_from_pool,
+                                                                        " NOT FROM THE POOL")),
+                absl::StrCat("≤ 60 ms: ", Goal(med <= 60 && pool->not_from_pool == 0)));
+      if (snap_med > 0 && med > 0) {
+        bench.Row("snapshot / pool, medians (same run)", absl::StrFormat("%.1f×", snap_med / med));
+      }
+    } else {
+      Warn(absl::StrCat("warm pool: ", pool.status().message()));
+      home.PrintLogTail();
+      ok = false;
+    }
+  }
 
   bench.json()["template"] = template_line;
   std::printf("| measurement | result | goal |\n|---|---|---|\n");

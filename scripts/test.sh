@@ -78,6 +78,9 @@ build() { cmake --preset "$1" >/dev/null && cmake --build --preset "$1"; }
 # Tests keep their image and sandboxes apart from the user's; the build cache is shared.
 export ABOX_HOME="${ABOX_TEST_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/abox/test-home}"
 mkdir -p "$ABOX_HOME"
+# An aboxd the tests start keeps no warm pool unless the test asks (--pool N): on a 2-core
+# runner idle pooled VMs would take CPU from the tests beside them.
+export ABOX_POOL="${ABOX_POOL:-0}"
 command -v ccache >/dev/null && ccache --zero-stats >/dev/null
 
 phase deps scripts/install-deps.sh || { summary; exit 1; }

@@ -28,6 +28,23 @@ nlohmann::json ToJson(const Health& h) {
   if (h.noted_failures) {
     j["noted_failures"] = *h.noted_failures;
   }
+  if (h.pool) {
+    nlohmann::json shapes = nlohmann::json::array();
+    for (const PoolShapeInfo& s : h.pool->shapes) {
+      nlohmann::json shape = {{"image", s.image},
+                              {"cpus", s.cpus},
+                              {"memory_mib", s.memory_mib},
+                              {"idle", s.idle},
+                              {"filling", s.filling}};
+      if (!s.last_error.empty()) {
+        shape["last_error"] = s.last_error;
+      }
+      shapes.push_back(std::move(shape));
+    }
+    j["pool"] = {
+        {"size", h.pool->size}, {"shapes", std::move(shapes)}, {"handed_out", h.pool->handed_out},
+        {"made", h.pool->made}, {"drained", h.pool->drained},  {"memory_low", h.pool->memory_low}};
+  }
   return j;
 }
 
@@ -48,6 +65,25 @@ absl::StatusOr<Health> DecodeHealth(const nlohmann::json& value) {
   });
   r.String("accel", &h.accel);
   r.Int("noted_failures", &h.noted_failures);
+  r.Object("pool", [&](AnswerReader& p) {
+    Pool pool;
+    p.Int("size", &pool.size);
+    p.ObjectArray("shapes", [&](AnswerReader& s) {
+      PoolShapeInfo shape;
+      s.String("image", &shape.image);
+      s.Int("cpus", &shape.cpus);
+      s.Int("memory_mib", &shape.memory_mib);
+      s.Int("idle", &shape.idle);
+      s.Bool("filling", &shape.filling);
+      s.String("last_error", &shape.last_error);
+      pool.shapes.push_back(std::move(shape));
+    });
+    p.Int("handed_out", &pool.handed_out);
+    p.Int("made", &pool.made);
+    p.Int("drained", &pool.drained);
+    p.Bool("memory_low", &pool.memory_low);
+    h.pool = std::move(pool);
+  });
   ABOX_RETURN_IF_ERROR(r.status());
   return h;
 }

@@ -38,6 +38,7 @@ struct DaemonFlags {
   int max_cpus = 0;
   int max_memory_mib = 0;
   int tcp_port = -1;
+  int pool = -1;
   std::string token_file;
   std::string log_level;
 
@@ -51,6 +52,9 @@ struct DaemonFlags {
     }
     if (tcp_port >= 0) {
       args.insert(args.end(), {"--tcp-port", std::to_string(tcp_port)});
+    }
+    if (pool >= 0) {
+      args.insert(args.end(), {"--pool", std::to_string(pool)});
     }
     if (!token_file.empty()) {  // absolute: aboxd runs from another directory
       args.insert(args.end(), {"--token-file", std::filesystem::absolute(token_file).string()});
@@ -74,6 +78,10 @@ void AddDaemonFlags(CLI::App* cmd, DaemonFlags* flags) {
                   "Also serve 127.0.0.1:PORT (0 picks one); every request there needs the bearer "
                   "token")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--pool", flags->pool,
+                  "Idle VMs aboxd keeps restored and ready per image and size (0: none; aboxd's "
+                  "default: $ABOX_POOL, else up to 2 as the memory budget allows)")
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--token-file", flags->token_file,
                   "File with the TCP bearer token (aboxd's default: $ABOX_HOME/tcp-token, "
                   "created)");

@@ -178,6 +178,25 @@ std::string DaemonStatusText(const api::Health& health, const api::Version& vers
     rows.emplace_back("memory",
                       used_of(ledger->memory_mib_used, ledger->memory_mib_budget, FormatMib));
   }
+  if (const std::optional<api::Pool>& pool = health.pool) {
+    std::string line = absl::StrCat(pool->size, " idle VM(s) kept per image and size; ",
+                                    pool->handed_out, " handed out");
+    if (pool->memory_low) {
+      absl::StrAppend(&line, "; the host is short of memory: draining");
+    }
+    rows.emplace_back("pool", line);
+    for (const api::PoolShapeInfo& s : pool->shapes) {
+      std::string shape = absl::StrCat("  ", s.image, ", ", s.cpus, " vCPU, ",
+                                       FormatMib(s.memory_mib), ": ", s.idle, " idle");
+      if (s.filling) {
+        absl::StrAppend(&shape, ", 1 starting");
+      }
+      if (!s.last_error.empty()) {
+        absl::StrAppend(&shape, "; last fill failed: ", s.last_error);
+      }
+      rows.emplace_back("", shape);
+    }
+  }
   std::string out;
   for (const auto& [key, value] : rows) {
     absl::StrAppend(&out, absl::StrFormat("%-10s %s\n", key, value));

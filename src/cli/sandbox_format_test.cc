@@ -151,5 +151,41 @@ TEST(DaemonStatusTextTest, PidUptimeVersionAndLedger) {
             "memory     1.5 GiB of 16 GiB in use\n");
 }
 
+TEST(DaemonStatusTextTest, WarmPoolShapesAndTheirLastError) {
+  json health = {
+      {"status", "ok"},
+      {"pool",
+       {{"size", 2},
+        {"handed_out", 5},
+        {"made", 7},
+        {"drained", 0},
+        {"memory_low", true},
+        {"shapes",
+         {{{"image", "default"}, {"cpus", 1}, {"memory_mib", 512}, {"idle", 1}, {"filling", true}},
+          {{"image", "node"},
+           {"cpus", 2},
+           {"memory_mib", 2048},
+           {"idle", 0},
+           {"filling", false},
+           {"last_error", "image node not found"}}}}}}};
+  json version = {{"version", "0.1.0"}, {"api", "1"}, {"protocol", 3}};
+  absl::StatusOr<api::Health> decoded = api::DecodeHealth(health);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_TRUE(decoded->pool.has_value());
+  EXPECT_EQ(api::ToJson(*decoded)["pool"], health["pool"]);  // round trip
+  std::string text = DaemonStatusText(*decoded, *api::DecodeVersion(version), "/s");
+  EXPECT_NE(text.find("pool       2 idle VM(s) kept per image and size; 5 handed out; the host "
+                      "is short of memory: draining\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("             default, 1 vCPU, 512 MiB: 1 idle, 1 starting\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("             node, 2 vCPU, 2 GiB: 0 idle; last fill failed: image node "
+                      "not found\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace abox::cli

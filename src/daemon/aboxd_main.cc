@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -10,11 +11,14 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "src/api/openapi_document.h"
+#include "src/api/sandbox.h"
 #include "src/base/host_layout.h"
 #include "src/base/io.h"
+#include "src/base/status_macros.h"
 #include "src/base/version.h"
 #include "src/daemon/services/ledger.h"
 #include "src/net/host_resolver.h"
@@ -60,6 +64,23 @@ absl::StatusOr<std::string> LoadOrCreateToken(const std::string& token_file,
   return token;
 }
 
+// --pool, else $ABOX_POOL, else what the budget allows.
+absl::StatusOr<int> PoolSizeFrom(int flag, const Budget& budget) {
+  if (flag >= 0) {
+    return flag;
+  }
+  const char* env = std::getenv("ABOX_POOL");  // NOLINT(concurrency-mt-unsafe): before threads
+  if (env != nullptr && env[0] != '\0') {
+    int n = 0;
+    if (!absl::SimpleAtoi(env, &n) || n < 0 || n > 64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ABOX_POOL=", env, " is not a pool size: give 0 to 64, or unset it"));
+    }
+    return n;
+  }
+  return DefaultPoolSize(budget, static_cast<int>(api::SandboxCreate{}.memory_mib));
+}
+
 }  // namespace
 
 void AddAboxdFlags(CLI::App& app, AboxdFlags& flags) {
@@ -84,6 +105,11 @@ void AddAboxdFlags(CLI::App& app, AboxdFlags& flags) {
   app.add_flag("--no-golden-snapshots", flags.no_golden_snapshots,
                "Boot every sandbox (as `abox create --cold` does) instead of restoring a golden "
                "snapshot of its image, made by the first create of each image and size");
+  app.add_option("--pool", flags.pool,
+                 "Idle VMs kept restored and ready per image and size, so that a create takes "
+                 "one instead of restoring (0: none). They count in the budget and give way to "
+                 "sandboxes. Default: $ABOX_POOL, else up to 2 as the memory budget allows")
+      ->check(CLI::Range(0, 64));
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   app.add_option("--test-resolver-override", flags.resolver_override_file,
@@ -147,6 +173,15 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
     config.budget.memory_mib = flags.max_memory;
   }
   config.sandbox.golden_snapshots = !flags.no_golden_snapshots;
+  ABOX_ASSIGN_OR_RETURN(config.pool.size, PoolSizeFrom(flags.pool, config.budget));
+  api::SandboxCreate defaults;
+  if (std::filesystem::exists(layout->ImageDir(defaults.image))) {
+    // The default image's default size from the start; other images and sizes once a create
+    // asks for them.
+    config.pool_shapes.push_back({.image = defaults.image,
+                                  .cpus = static_cast<int>(defaults.cpus),
+                                  .memory_mib = static_cast<int>(defaults.memory_mib)});
+  }
   config.sandbox.guest_identity = true;
   if (flags.workspace_quota_mib > 0) {
     config.workspace_budget.guest_bytes = static_cast<uint64_t>(flags.workspace_quota_mib) << 20;
@@ -180,10 +215,13 @@ int ServeUntilStopped(DaemonConfig config, DaemonDeps deps, const sigset_t& stop
     return FailStart(std::string(s.message()));
   }
   LedgerUsage usage = (*daemon)->ledger().Usage();
-  spdlog::info("aboxd {} ready on {} (pid {}; budget {} vCPUs, {} MiB; {} sandbox(es) running){}",
-               kVersion, socket_path, ::getpid(), usage.budget.cpus, usage.budget.memory_mib,
-               (*daemon)->sandboxes().RunningCount(),
-               tcp ? absl::StrCat("; TCP 127.0.0.1:", (*daemon)->server().tcp_port()) : "");
+  WarmPool* pool = (*daemon)->pool();
+  spdlog::info(
+      "aboxd {} ready on {} (pid {}; budget {} vCPUs, {} MiB; warm pool {} per image and size; {} "
+      "sandbox(es) running){}",
+      kVersion, socket_path, ::getpid(), usage.budget.cpus, usage.budget.memory_mib,
+      pool != nullptr ? pool->Status().size : 0, (*daemon)->sandboxes().RunningCount(),
+      tcp ? absl::StrCat("; TCP 127.0.0.1:", (*daemon)->server().tcp_port()) : "");
 
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) != 0 ||

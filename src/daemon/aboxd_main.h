@@ -28,6 +28,7 @@ struct AboxdFlags {
   std::string log_level = "info";
   std::string resolver_override_file;
   bool no_golden_snapshots = false;
+  int pool = -1;           // idle VMs kept per shape; -1: $ABOX_POOL, else DefaultPoolSize()
   bool foreground = true;  // the only mode; accepted for clarity
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "src/base/status_macros.h"
+#include "src/proto/frame.h"
 #include "src/runtime/sandbox.h"
 #include "src/store/migrations.h"
 #include "src/workspace/run_copies.h"
@@ -75,6 +76,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
     d->checkpoints_ = std::make_unique<CheckpointStore>(*d->vmm_, layout,
                                                         d->config_.sandbox.checkpoint_budget_bytes);
   }
+  if (d->config_.pool.size > 0) {
+    d->pool_ = std::make_unique<WarmPool>(d->config_.pool, *d->ledger_, layout, d->MakePoolDeps());
+  }
   d->recorder_ = std::make_unique<StateRecorder>(*d->sandbox_repo_, *d->events_);
   d->registry_ = std::make_unique<Registry>();
   d->context_ = std::make_unique<SandboxContext>(SandboxContext{
@@ -91,6 +95,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
       .timers = d->timers_.get(),
       .workspaces = d->workspaces_.get(),
       .templates = d->templates_.get(),
+      .pool = d->pool_.get(),
       .checkpoints = d->checkpoints_.get(),
       .egress = d->egress_.get(),
   });
@@ -117,6 +122,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   s.timers = d->timers_.get();
   s.workspaces = d->workspaces_.get();
   s.egress = d->egress_.get();
+  s.pool = d->pool_.get();
   s.clock = clock;
   s.started = clock->Now();
   s.openapi_yaml = d->config_.openapi_yaml;
@@ -158,9 +164,49 @@ absl::Status Daemon::Start() {
       spdlog::info("removed {} golden templates of the previous aboxd", removed);
     }
   }
+  // VMs a killed aboxd left in the pool: those no create had taken yet go.
+  if (int removed = WarmPool::CollectLeftovers(
+          config_.layout, *vmm_,
+          [this](const std::string& id) { return sandbox_repo_->Get(id).ok(); });
+      removed > 0) {
+    spdlog::info("removed {} warm-pool VMs of the previous aboxd", removed);
+  }
   ABOX_RETURN_IF_ERROR(server_->Start());
   reaper_->Start();
+  if (pool_ != nullptr) {
+    pool_->Start(config_.pool_shapes);
+  }
   return absl::OkStatus();
+}
+
+PoolDeps Daemon::MakePoolDeps() {
+  PoolDeps deps;
+  deps.start = [this](const std::string& id, const PoolShape& shape,
+                      const image::ImageFiles& files) {
+    BootRequest boot;
+    boot.vm_id = id;
+    boot.files = files;
+    boot.cpus = shape.cpus;
+    boot.memory_mib = shape.memory_mib;
+    boot.accel = shape.accel;
+    boot.boot_timeout = config_.sandbox.boot_timeout;
+    boot.templates = templates_.get();  // null: pooled VMs boot
+    return BootVm(*vmm_, config_.layout, boot);
+  };
+  deps.destroy = [this](const std::string& id, std::unique_ptr<runtime::Sandbox> vm) {
+    if (vm != nullptr) {
+      recorder_->Note(vm->Destroy(), absl::StrCat("destroying pooled VM ", id));
+    }
+  };
+  deps.open_image = [this](const std::string& name) -> absl::StatusOr<image::ImageFiles> {
+    if (config_.sandbox.image_files) {
+      return *config_.sandbox.image_files;
+    }
+    return image::OpenImageForBoot(config_.layout, name, proto::kProtocolVersion);
+  };
+  deps.available_mib = [] { return AvailableMemoryMib(); };
+  deps.new_id = [] { return runtime::NewSandboxId(); };
+  return deps;
 }
 
 void Daemon::Shutdown() {
@@ -172,6 +218,9 @@ void Daemon::Shutdown() {
   sandbox_service_->EndCreates();
   server_->Stop();
   reaper_->Stop();
+  if (pool_ != nullptr) {
+    pool_->Stop();  // idle pooled VMs belong to no sandbox: they go with this aboxd
+  }
   sandbox_service_->Shutdown();
   alive_.reset();
   timers_->Stop();

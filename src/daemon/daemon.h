@@ -45,6 +45,10 @@ struct DaemonConfig {
   Budget budget;
   EgressServiceOptions egress;
   SandboxOptions sandbox;
+  // The warm pool (size 0: none). It keeps VMs of `pool_shapes` from the start, and of the
+  // shapes creates ask for.
+  PoolOptions pool;
+  std::vector<PoolShape> pool_shapes;
   // What each sandbox's guest content may take of the host's disk (diff / apply / pull).
   workspace::StoreBudget workspace_budget;
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml
@@ -87,12 +91,16 @@ class Daemon final {
   [[nodiscard]] store::SandboxRepo& sandbox_repo() { return *sandbox_repo_; }
   [[nodiscard]] store::ExecRepo& exec_repo() { return *exec_repo_; }
   [[nodiscard]] vmm::Vmm& vmm() { return *vmm_; }
+  [[nodiscard]] WarmPool* pool() { return pool_.get(); }
   [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& routes() const {
     return routes_;
   }
 
  private:
   Daemon() = default;
+  // The warm pool's boundaries: VMs started like a create's (restored from the golden template
+  // when there is one), images opened like a create's.
+  PoolDeps MakePoolDeps();
 
   DaemonConfig config_;
   base::Clock* clock_ = nullptr;
@@ -109,6 +117,7 @@ class Daemon final {
   std::unique_ptr<WorkspaceService> workspaces_;
   std::unique_ptr<GoldenTemplates> templates_;    // null without golden snapshots
   std::unique_ptr<CheckpointStore> checkpoints_;  // null when the VMM cannot save state
+  std::unique_ptr<WarmPool> pool_;                // null without a pool
   std::unique_ptr<StateRecorder> recorder_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<SandboxContext> context_;

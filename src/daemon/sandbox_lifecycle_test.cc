@@ -28,9 +28,10 @@ using ::testing::HasSubstr;
 
 class SandboxLifecycleTest : public testing::DaemonTestBase {
  protected:
-  void StartDaemon(Budget budget = {8, 8192}) {
+  void StartDaemon(Budget budget = {8, 8192}, int pool = 0) {
     daemon_ = std::make_unique<testing::TestDaemon>(home_.path(), budget);
     daemon_->set_clock(&clock_);
+    daemon_->set_pool({.size = pool, .check_interval = absl::Milliseconds(10)});
     daemon_->Start();
     client_ = daemon_->Connect();
     ASSERT_NE(client_, nullptr);
@@ -127,6 +128,77 @@ TEST_F(SandboxLifecycleTest, AFailureAtEachCreateStepLeavesNothingBehind) {
   daemon_->set_create_injector(nullptr);
   Response ok = Call("POST", "/v1/sandboxes", "{}");
   EXPECT_EQ(ok.status, 201) << ok.body;
+}
+
+// The same with a warm pool: every create takes the pooled VM first. A create that fails at
+// any step destroys that VM (it is never handed out again), releases its reservation and leaves
+// nothing else behind; the pool refills with a new VM.
+TEST_F(SandboxLifecycleTest, WithAWarmPoolAFailedCreateDestroysThePooledVmItTook) {
+  StartDaemon({8, 8192}, /*pool=*/1);
+  WarmPool* pool = daemon_->daemon().pool();
+  ASSERT_NE(pool, nullptr);
+  auto idle = [&] {
+    PoolStatus s = pool->Status();
+    return s.shapes.empty() ? 0 : s.shapes[0].idle;
+  };
+  auto wait_idle = [&] {
+    for (int i = 0; i < 2000 && idle() != 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(idle(), 1);
+  };
+  auto live_ids = [] {
+    std::vector<std::string> ids;
+    for (const abox::testing::FakeVmInfo& vm : abox::testing::FakeVmm::LiveVms()) {
+      ids.push_back(vm.id);
+    }
+    return ids;
+  };
+  for (const std::string& step : SandboxService::CreateStepNames()) {
+    SCOPED_TRACE(step);
+    wait_idle();
+    std::vector<std::string> pooled = live_ids();
+    ASSERT_EQ(pooled.size(), 1u);
+    daemon_->set_create_injector([step](absl::string_view name) {
+      return name == step ? absl::UnavailableError(absl::StrCat("injected at ", step))
+                          : absl::OkStatus();
+    });
+    nlohmann::json body = {{"workspace", WorkspaceSpec(step)},
+                           {"egress", {{"mode", "allowlist"}, {"allow", {"example.com:443"}}}},
+                           {"setup", {{"commands", {"true"}}}}};
+    Response r = Call("POST", "/v1/sandboxes", body.dump());
+    EXPECT_EQ(r.status, 503) << r.body;
+    // The create had taken the pooled VM (its id is the sandbox's) and destroyed it.
+    EXPECT_THAT(r.body, HasSubstr("injected at " + step));
+    std::vector<std::string> now = live_ids();
+    EXPECT_TRUE(std::find(now.begin(), now.end(), pooled[0]) == now.end())
+        << "the VM of the failed create lives on";
+    EXPECT_FALSE(fs::exists(fs::path(home_.path()) / "pool" / pooled[0])) << "its marker leaked";
+    // What is reserved is the pool's alone (a refill may be on its way).
+    wait_idle();
+    EXPECT_EQ(daemon_->ledger().Usage().memory_mib, 512);
+    EXPECT_EQ(daemon_->daemon().sandboxes().RunningCount(), 0);
+    EXPECT_EQ(daemon_->egress().running(), 0u);
+    for (const nlohmann::json& s : Sandboxes()) {
+      EXPECT_EQ(s["state"], "failed");
+      EXPECT_EQ(Call("DELETE", "/v1/sandboxes/" + s.value("id", "")).status, 204);
+    }
+  }
+  daemon_->set_create_injector(nullptr);
+  wait_idle();
+  std::vector<std::string> pooled = live_ids();
+  ASSERT_EQ(pooled.size(), 1u);
+  Response ok = Call("POST", "/v1/sandboxes", "{}");
+  ASSERT_EQ(ok.status, 201) << ok.body;
+  EXPECT_EQ(ok.Json()["id"], pooled[0]);  // the pooled VM became the sandbox
+  PoolStatus status = pool->Status();
+  EXPECT_GE(status.handed_out, static_cast<int64_t>(SandboxService::CreateStepNames().size()));
+  // The daemon's stop destroys the idle pooled VMs (they are nobody's) and keeps the sandbox.
+  wait_idle();
+  daemon_->Shutdown();
+  std::vector<std::string> left = live_ids();
+  EXPECT_EQ(left, std::vector<std::string>{pooled[0]});
+  EXPECT_TRUE(fs::is_empty(fs::path(home_.path()) / "pool"));
 }
 
 TEST_F(SandboxLifecycleTest, CreatesStuckInSetupHoldNoWorkerThatOtherSandboxesNeed) {

@@ -53,7 +53,9 @@ DaemonHome::~DaemonHome() {
 }
 
 std::map<std::string, std::string> DaemonHome::Env() const {
-  return {{"ABOX_HOME", path_}, {"ABOX_SOCKET", socket()}};
+  // No warm pool unless a test asks (aboxd --pool N): idle pooled VMs would take CPU from the
+  // tests running beside it on a 2-core runner, and their reservations would show in ledgers.
+  return {{"ABOX_HOME", path_}, {"ABOX_SOCKET", socket()}, {"ABOX_POOL", "0"}};
 }
 
 AboxdProcess::~AboxdProcess() { Kill(); }

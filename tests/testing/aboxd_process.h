@@ -27,7 +27,8 @@ class DaemonHome final {
 
   [[nodiscard]] const std::string& path() const { return path_; }
   [[nodiscard]] std::string socket() const { return path_ + "/run/aboxd.sock"; }
-  // ABOX_HOME and ABOX_SOCKET for processes of this test (abox, aboxd).
+  // ABOX_HOME and ABOX_SOCKET for processes of this test (abox, aboxd), and ABOX_POOL=0 (a test
+  // that wants a warm pool passes aboxd --pool N).
   [[nodiscard]] std::map<std::string, std::string> Env() const;
 
  private:

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "src/base/clock.h"
 #include "src/daemon/lifecycle/state_recorder.h"
+#include "src/daemon/lifecycle/warm_pool.h"
 #include "src/daemon/services/egress_service.h"
 #include "src/daemon/services/event_bus.h"
 #include "src/daemon/services/exec_service.h"
@@ -29,6 +30,7 @@ struct Services {
   TimerQueue* timers = nullptr;
   WorkspaceService* workspaces = nullptr;
   EgressService* egress = nullptr;  // null: the egress routes answer 501
+  WarmPool* pool = nullptr;         // null: no warm pool
   base::Clock* clock = &base::SystemClock();
   absl::Time started;
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml

@@ -30,6 +30,23 @@ absl::Status AddSystemRoutes(http::Router& router, Services& services) {
                                   .memory_mib_budget = usage.budget.memory_mib},
             .accel = s->sandboxes->LastAccel(),
         };
+        if (s->pool != nullptr) {
+          PoolStatus pool = s->pool->Status();
+          api::Pool out{.size = pool.size,
+                        .handed_out = pool.handed_out,
+                        .made = pool.made,
+                        .drained = pool.drained,
+                        .memory_low = pool.memory_low};
+          for (const PoolShapeStatus& shape : pool.shapes) {
+            out.shapes.push_back({.image = shape.shape.image,
+                                  .cpus = shape.shape.cpus,
+                                  .memory_mib = shape.shape.memory_mib,
+                                  .idle = shape.idle,
+                                  .filling = shape.filling,
+                                  .last_error = shape.last_error});
+          }
+          health.pool = std::move(out);
+        }
         res.Json(200, api::ToJson(health));
       }));
   ABOX_RETURN_IF_ERROR(

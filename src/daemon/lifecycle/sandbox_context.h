@@ -15,6 +15,7 @@
 #include "src/daemon/lifecycle/golden_templates.h"
 #include "src/daemon/lifecycle/live_sandbox.h"
 #include "src/daemon/lifecycle/state_recorder.h"
+#include "src/daemon/lifecycle/warm_pool.h"
 #include "src/daemon/services/egress_service.h"
 #include "src/daemon/services/event_bus.h"
 #include "src/daemon/services/ledger.h"
@@ -84,6 +85,8 @@ struct SandboxContext {
   WorkspaceService* workspaces;  // null: no workspace support
   // Null: every create boots (no golden snapshots).
   GoldenTemplates* templates = nullptr;
+  // Null: no warm pool (every create starts its VM).
+  WarmPool* pool = nullptr;
   // Null: no checkpoints, restores or forks (the VMM cannot save state).
   CheckpointStore* checkpoints = nullptr;
   // Null: sandboxes get no egress (every tunnel is reset) and egress requests are refused.

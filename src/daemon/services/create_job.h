@@ -4,11 +4,13 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
 #include "src/daemon/lifecycle/pipeline.h"
 #include "src/daemon/lifecycle/vm_booter.h"
+#include "src/daemon/lifecycle/warm_pool.h"
 #include "src/daemon/services/sandbox_service.h"
 
 namespace abox::daemon {
@@ -24,6 +26,10 @@ struct CreateJob {
   std::mutex vm_mu;  // guards vm (Shutdown fails its agent from another thread)
   std::unique_ptr<runtime::Sandbox> vm;
   absl::Time started;
+  // A VM taken from the warm pool (its id is this job's): the boot step adopts it instead of
+  // starting one; a create that fails before then discards it.
+  std::optional<PooledVm> pooled;
+  bool from_pool = false;
   bool restored = false;  // from a golden snapshot (else booted)
   std::string boot_note;  // why a restore fell back to a boot, if it did
   Pipeline pipeline;

@@ -31,6 +31,17 @@ constexpr char kSyncWorkspace[] = "sync-workspace";
 constexpr char kSetup[] = "setup";
 constexpr char kReady[] = "ready";
 
+// A VM the create took from the pool and did not adopt (the create was refused or ended before
+// its boot step): destroyed, never given back, and its reservation released. No-op otherwise.
+void DropPooled(SandboxContext* ctx, CreateJob* j) {
+  if (!j->pooled) {
+    return;
+  }
+  ctx->ledger->Release(j->id);
+  ctx->pool->Discard(*std::move(j->pooled));
+  j->pooled.reset();
+}
+
 }  // namespace
 
 const std::vector<std::string>& SandboxService::CreateStepNames() {
@@ -48,8 +59,20 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
 
   p.Add(
       kReserve,
-      [ctx, j] { return ctx->ledger->Reserve(j->id, j->record.cpus, j->record.memory_mib); },
-      [ctx, j](const absl::Status&) { ctx->ledger->Release(j->id); });
+      [ctx, j]() -> absl::Status {
+        if (j->pooled) {
+          return absl::OkStatus();  // the pool reserved it, under this id
+        }
+        if (ctx->pool != nullptr) {
+          // Idle pooled VMs give way to a sandbox someone asked for.
+          return ctx->pool->ReserveGivingWay(j->id, j->record.cpus, j->record.memory_mib);
+        }
+        return ctx->ledger->Reserve(j->id, j->record.cpus, j->record.memory_mib);
+      },
+      [ctx, j](const absl::Status&) {
+        DropPooled(ctx, j);
+        ctx->ledger->Release(j->id);
+      });
 
   p.Add(
       kRecord,
@@ -133,6 +156,23 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
   p.Add(
       kBootVm,
       [ctx, j]() -> absl::Status {
+        j->started = ctx->clock->Now();
+        if (j->pooled) {
+          // The record names the id now: the VM is this sandbox's, whatever happens next.
+          PooledVm pooled = *std::move(j->pooled);
+          j->pooled.reset();
+          ctx->pool->Adopted(pooled.id);
+          std::shared_ptr<VmHooks> to = j->hooks;
+          pooled.booted.hooks->Route(
+              [to](const absl::Status& s) { to->OnFailure(s); },
+              [to](std::unique_ptr<net::TunnelStream> t) { to->OnTunnel(std::move(t)); });
+          j->from_pool = true;
+          j->restored = pooled.booted.restored;
+          j->boot_note = std::move(pooled.booted.fallback_note);
+          std::lock_guard lock(j->vm_mu);
+          j->vm = std::move(pooled.booted.vm);
+          return absl::OkStatus();
+        }
         BootRequest boot;
         boot.vm_id = j->id;
         boot.files = j->spec.files;
@@ -145,7 +185,6 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
         } else if (!j->spec.request.cold) {
           boot.templates = ctx->templates;
         }
-        j->started = ctx->clock->Now();
         ABOX_ASSIGN_OR_RETURN(BootedVm booted, BootVm(*ctx->vmm, ctx->layout, boot, j->hooks));
         j->restored = booted.restored;
         j->boot_note = std::move(booted.fallback_note);
@@ -207,7 +246,9 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
     nlohmann::json payload = {
         {"accel", accel_name},
         {"boot_ms", absl::ToInt64Milliseconds(ctx->clock->Now() - j->started)},
-        {"started_from", j->restored ? "snapshot" : "boot"}};
+        {"started_from", j->from_pool  ? "pool"
+                         : j->restored ? "snapshot"
+                                       : "boot"}};
     if (!j->boot_note.empty()) {
       payload["snapshot_note"] = j->boot_note;
     }
@@ -263,6 +304,18 @@ void SandboxService::Launch(SandboxSpec spec, AcceptedFn accepted, DoneFn done) 
   job->done = std::move(done);
   store::SandboxRecord& record = job->record;
   const api::SandboxCreate& req = job->spec.request;
+  if (ctx_->pool != nullptr && !req.cold && !job->spec.from_checkpoint) {
+    // A pooled VM of this image and shape, if one is idle; the pool keeps this shape from now on.
+    PoolShape shape{.image = req.image,
+                    .cpus = static_cast<int>(req.cpus),
+                    .memory_mib = static_cast<int>(req.memory_mib),
+                    .accel = job->spec.accel};
+    ctx_->pool->Want(shape);
+    job->pooled = ctx_->pool->Take(shape, job->spec.files);
+    if (job->pooled) {
+      job->id = job->pooled->id;
+    }
+  }
   record.id = job->id;
   record.name = req.name;
   record.image = req.image;
@@ -276,6 +329,7 @@ void SandboxService::Launch(SandboxSpec spec, AcceptedFn accepted, DoneFn done) 
   {
     std::lock_guard lock(mu_);
     if (shut_down_) {
+      DropPooled(ctx_, job.get());
       return job->done(absl::UnavailableError("aboxd is shutting down: retry once it is back"));
     }
     // Past admission, a shutdown ends the create before its next step.
@@ -291,6 +345,7 @@ void SandboxService::Launch(SandboxSpec spec, AcceptedFn accepted, DoneFn done) 
   }
   AddCreateSteps(job);
   if (absl::Status admitted = job->pipeline.Run(kAnnounce); !admitted.ok()) {
+    DropPooled(ctx_, job.get());  // when the reserve step itself failed (no undo ran)
     return job->done(admitted);
   }
   {

@@ -11,20 +11,25 @@
 namespace abox::daemon {
 namespace {
 
-int64_t MemTotalMib() {
+// A /proc/meminfo field in MiB, or `otherwise`.
+int64_t MemInfoMib(const std::string& field, int64_t otherwise) {
   std::ifstream in("/proc/meminfo");
   std::string key;
   int64_t kib = 0;
   std::string unit;
   while (in >> key >> kib >> unit) {
-    if (key == "MemTotal:") {
+    if (key == field) {
       return kib / 1024;
     }
   }
-  return 4096;
+  return otherwise;
 }
 
+int64_t MemTotalMib() { return MemInfoMib("MemTotal:", 4096); }
+
 }  // namespace
+
+int64_t AvailableMemoryMib() { return MemInfoMib("MemAvailable:", int64_t{1} << 40); }
 
 Budget DefaultBudget() {
   long cores = ::sysconf(_SC_NPROCESSORS_ONLN);

@@ -1,6 +1,7 @@
 // The scheduler's ledger: vCPUs and memory reserved by running sandboxes against the host budget.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -20,6 +21,10 @@ struct Budget {
 // and a sandbox rarely uses all of its), and 3/4 of RAM minus 1 GiB for the host itself
 // (at least 512 MiB).
 [[nodiscard]] Budget DefaultBudget();
+
+// MiB of memory the host can still give without swapping (MemAvailable of /proc/meminfo);
+// a large number when it cannot be read (the pool then never drains for memory).
+[[nodiscard]] int64_t AvailableMemoryMib();
 
 struct LedgerUsage {
   int cpus = 0;

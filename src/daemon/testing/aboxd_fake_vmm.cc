@@ -125,6 +125,10 @@ int Main(int argc, char** argv) {
   if (flags.max_memory == 0) {
     config->budget.memory_mib = 8192;
   }
+  // No warm pool unless asked (--pool N): the tests' ledgers hold their own sandboxes only.
+  if (flags.pool < 0) {
+    config->pool.size = 0;
+  }
   DaemonDeps deps;
   deps.vmm = std::make_unique<abox::testing::FakeVmm>();
   ServeOptions serve;

@@ -47,6 +47,10 @@ class TestDaemon final {
     config.budget = budget_;
     config.egress = egress_options_;
     config.openapi_yaml = "openapi: 3.0.3\n";
+    config.pool = pool_options_;
+    if (pool_options_.size > 0) {
+      config.pool_shapes = {PoolShape{.image = "default", .cpus = 1, .memory_mib = 512}};
+    }
     SandboxOptions& options = config.sandbox;
     image::ImageFiles files;
     files.dir = home_ + "/images";
@@ -124,6 +128,8 @@ class TestDaemon final {
   }
   // Egress settings of the next Start() (e.g. a test resolver override).
   void set_egress_options(EgressServiceOptions options) { egress_options_ = std::move(options); }
+  // A warm pool from the next Start() on (keeping the default image and size from the start).
+  void set_pool(PoolOptions options) { pool_options_ = options; }
   // The clock of the next Start() (null: the system clock); must outlive the daemon.
   void set_clock(base::Clock* clock) { clock_ = clock; }
   // Fails create steps from the next Start() on (see SandboxService::set_create_injector).
@@ -145,6 +151,7 @@ class TestDaemon final {
   std::unique_ptr<Daemon> daemon_;
   abox::testing::FakeVmm* vmm_ = nullptr;  // owned by daemon_
   EgressServiceOptions egress_options_;
+  PoolOptions pool_options_;
   base::Clock* clock_ = nullptr;
   Pipeline::Injector create_injector_;
   runtime::GuestToolDeadline guest_tool_deadline_;
