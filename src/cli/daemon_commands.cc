@@ -39,6 +39,8 @@ struct DaemonFlags {
   int max_memory_mib = 0;
   int tcp_port = -1;
   int pool = -1;
+  bool pause_on_stop = false;
+  bool pause_when_idle = false;
   std::string token_file;
   std::string log_level;
 
@@ -55,6 +57,12 @@ struct DaemonFlags {
     }
     if (pool >= 0) {
       args.insert(args.end(), {"--pool", std::to_string(pool)});
+    }
+    if (pause_on_stop) {
+      args.emplace_back("--pause-on-stop");
+    }
+    if (pause_when_idle) {
+      args.emplace_back("--pause-when-idle");
     }
     if (!token_file.empty()) {  // absolute: aboxd runs from another directory
       args.insert(args.end(), {"--token-file", std::filesystem::absolute(token_file).string()});
@@ -82,6 +90,11 @@ void AddDaemonFlags(CLI::App* cmd, DaemonFlags* flags) {
                   "Idle VMs aboxd keeps restored and ready per image and size (0: none; aboxd's "
                   "default: $ABOX_POOL, else up to 2 as the memory budget allows)")
       ->check(CLI::Range(0, 64));
+  cmd->add_flag("--pause-on-stop", flags->pause_on_stop,
+                "aboxd's stop pauses the running sandboxes (saved to disk) instead of leaving "
+                "them running");
+  cmd->add_flag("--pause-when-idle", flags->pause_when_idle,
+                "An idle timeout pauses the sandbox instead of stopping it");
   cmd->add_option("--token-file", flags->token_file,
                   "File with the TCP bearer token (aboxd's default: $ABOX_HOME/tcp-token, "
                   "created)");

@@ -168,6 +168,7 @@ int List(const ListOptions& o) {
   if (!o.all) {
     query.emplace_back("state", "creating");
     query.emplace_back("state", "ready");
+    query.emplace_back("state", "paused");
   }
   absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
   if (!api.ok()) {
@@ -313,7 +314,7 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
   create_cmd->callback([create, action] { *action = [create] { return Create(*create); }; });
 
   auto list = std::make_shared<ListOptions>();
-  auto* ls_cmd = app.add_subcommand("ls", "List sandboxes (running ones; -a for all)");
+  auto* ls_cmd = app.add_subcommand("ls", "List sandboxes (running and paused ones; -a for all)");
   ls_cmd->add_flag("-a,--all", list->all, "Also show stopping, stopped and failed sandboxes");
   ls_cmd
       ->add_option("-l,--label", list->labels,
@@ -364,6 +365,36 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
       });
     };
   });
+
+  struct Verb {
+    const char* name;
+    const char* help;
+    const char* doing;  // said on a terminal while it runs (a save or restore takes seconds)
+  };
+  for (const Verb& verb :
+       {Verb{"pause",
+             "Pause sandboxes to disk: memory, processes and disk saved, the VM ends and its "
+             "vCPUs and memory are freed; it stays paused across aboxd restarts and reboots "
+             "until abox resume or a command in it",
+             "saving"},
+        Verb{"resume", "Bring paused sandboxes back, processes and files as they were",
+             "restoring"}}) {
+    auto ids = std::make_shared<std::vector<std::string>>();
+    auto* cmd = app.add_subcommand(verb.name, verb.help);
+    cmd->add_option("id", *ids, "Sandbox ids, names or unique id prefixes")->required();
+    const std::string name = verb.name;
+    const std::string doing = verb.doing;
+    cmd->callback([=] {
+      *action = [=] {
+        return ForEachSandbox(*ids, [&](client::ApiClient& api, const std::string& id) {
+          if (::isatty(STDERR_FILENO) == 1) {
+            std::fprintf(stderr, "%s %s...\n", doing.c_str(), id.c_str());
+          }
+          return api.Post(client::SandboxPath(id, "/" + name), nullptr).status();
+        });
+      };
+    });
+  }
 }
 
 }  // namespace abox::cli

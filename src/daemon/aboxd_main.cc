@@ -110,6 +110,12 @@ void AddAboxdFlags(CLI::App& app, AboxdFlags& flags) {
                  "one instead of restoring (0: none). They count in the budget and give way to "
                  "sandboxes. Default: $ABOX_POOL, else up to 2 as the memory budget allows")
       ->check(CLI::Range(0, 64));
+  app.add_flag("--pause-on-stop", flags.pause_on_stop,
+               "When aboxd stops, pause the running sandboxes (saved to disk, their VMs end) "
+               "instead of leaving them running; each resumes on its next command or abox resume, "
+               "after a host reboot too");
+  app.add_flag("--pause-when-idle", flags.pause_when_idle,
+               "A sandbox's idle timeout pauses it (saved to disk) instead of stopping it");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   app.add_option("--test-resolver-override", flags.resolver_override_file,
@@ -183,6 +189,8 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
                                   .memory_mib = static_cast<int>(defaults.memory_mib)});
   }
   config.sandbox.guest_identity = true;
+  config.sandbox.pause_on_stop = flags.pause_on_stop;
+  config.sandbox.pause_when_idle = flags.pause_when_idle;
   if (flags.workspace_quota_mib > 0) {
     config.workspace_budget.guest_bytes = static_cast<uint64_t>(flags.workspace_quota_mib) << 20;
   }

@@ -28,8 +28,10 @@ struct AboxdFlags {
   std::string log_level = "info";
   std::string resolver_override_file;
   bool no_golden_snapshots = false;
-  int pool = -1;           // idle VMs kept per shape; -1: $ABOX_POOL, else DefaultPoolSize()
-  bool foreground = true;  // the only mode; accepted for clarity
+  int pool = -1;
+  bool pause_on_stop = false;
+  bool pause_when_idle = false;  // idle VMs kept per shape; -1: $ABOX_POOL, else DefaultPoolSize()
+  bool foreground = true;        // the only mode; accepted for clarity
 };
 
 // Adds aboxd's flags to `app`, parsed into `flags` (which must outlive the parse).

@@ -106,6 +106,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   d->sandbox_service_ =
       std::make_unique<SandboxService>(*d->context_, *d->gate_, *d->setup_runner_);
   SandboxService* sandboxes = d->sandbox_service_.get();
+  d->exec_service_->set_resumer(
+      [sandboxes](const std::string& id) { return sandboxes->Resume(id).status(); });
   d->reaper_ = std::make_unique<Reaper>(
       *d->context_,
       [sandboxes](const std::string& id, const std::string& reason, const std::string& expiry) {

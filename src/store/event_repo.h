@@ -24,6 +24,8 @@ inline constexpr char kExecFinished[] = "exec_finished";
 inline constexpr char kFailed[] = "failed";
 inline constexpr char kStopped[] = "stopped";
 inline constexpr char kRemoved[] = "removed";
+inline constexpr char kPaused[] = "paused";
+inline constexpr char kResumed[] = "resumed";
 }  // namespace event_type
 
 struct Event {

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "src/base/status_macros.h"
 
@@ -180,10 +181,49 @@ CREATE INDEX events_by_sandbox ON events (sandbox_id, seq);
 CREATE INDEX egress_requests_by_sandbox_state ON egress_requests (sandbox_id, state);
 )sql";
 
+// A sandbox may be paused (saved to disk, no VM: issue 13). SQLite cannot change a CHECK in
+// place, so the table is rebuilt, the SQLite way (https://sqlite.org/lang_altertable.html,
+// "otheralter"): foreign keys off (ApplyOne), new table, copy, drop, rename; the tables that
+// reference `sandboxes` by name then reference the new one.
+constexpr char kSchemaV4[] = R"sql(
+CREATE TABLE sandboxes_v4 (
+  id TEXT PRIMARY KEY NOT NULL
+      CHECK (length(id) = 12 AND id NOT GLOB '*[^0-9a-f]*'),
+  name TEXT UNIQUE,                       -- NULL when unnamed
+  image TEXT NOT NULL,
+  cpus INTEGER NOT NULL CHECK (cpus > 0),
+  memory_mib INTEGER NOT NULL CHECK (memory_mib > 0),
+  labels TEXT NOT NULL DEFAULT '{}'       -- JSON object of strings
+      CHECK (json_valid(labels) AND json_type(labels) = 'object'),
+  state TEXT NOT NULL
+      CHECK (state IN ('creating', 'ready', 'stopping', 'stopped', 'failed', 'removed',
+                       'paused')),
+  failure TEXT NOT NULL DEFAULT '',
+  run_dir TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  ready_at INTEGER,
+  ttl_seconds INTEGER NOT NULL DEFAULT 0 CHECK (ttl_seconds >= 0),       -- 0: none
+  idle_timeout_seconds INTEGER NOT NULL DEFAULT 0 CHECK (idle_timeout_seconds >= 0),
+  last_active_at INTEGER,
+  vmm_pid INTEGER,                        -- diagnostic only; pids are reused
+  accel TEXT NOT NULL DEFAULT ''
+) STRICT;
+INSERT INTO sandboxes_v4 (id, name, image, cpus, memory_mib, labels, state, failure, run_dir,
+                          created_at, ready_at, ttl_seconds, idle_timeout_seconds,
+                          last_active_at, vmm_pid, accel)
+  SELECT id, name, image, cpus, memory_mib, labels, state, failure, run_dir, created_at,
+         ready_at, ttl_seconds, idle_timeout_seconds, last_active_at, vmm_pid, accel
+  FROM sandboxes;
+DROP TABLE sandboxes;
+ALTER TABLE sandboxes_v4 RENAME TO sandboxes;
+CREATE INDEX sandboxes_by_state ON sandboxes (state);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "sandboxes, execs with bounded output, events", kSchemaV1},
     {2, "egress policies, connection and DNS logs, ask-to-allow requests", kSchemaV2},
     {3, "per-sandbox retention counters, events and requests indexed by sandbox", kSchemaV3},
+    {4, "sandboxes may be paused", kSchemaV4, /*rebuilds_tables=*/true},
 };
 
 absl::StatusOr<int> ReadVersion(Connection& connection) {
@@ -208,6 +248,15 @@ absl::Status CheckNotNewer(const Database& db, int version, int latest) {
 // Applies one migration unless another connection got there first.
 absl::Status ApplyOne(Database& db, const Migration& migration, int latest) {
   Connection connection = db.Lock();
+  if (migration.rebuilds_tables) {
+    // Outside the transaction: SQLite ignores this pragma inside one.
+    ABOX_RETURN_IF_ERROR(connection.Execute("PRAGMA foreign_keys=OFF"));
+  }
+  absl::Cleanup keys_on = [&] {
+    if (migration.rebuilds_tables) {
+      (void)connection.Execute("PRAGMA foreign_keys=ON");
+    }
+  };
   ABOX_ASSIGN_OR_RETURN(Transaction transaction, Transaction::Begin(connection));
   ABOX_ASSIGN_OR_RETURN(int version, ReadVersion(connection));
   ABOX_RETURN_IF_ERROR(CheckNotNewer(db, version, latest));
@@ -215,6 +264,15 @@ absl::Status ApplyOne(Database& db, const Migration& migration, int latest) {
     return absl::OkStatus();  // rolls back an empty transaction
   }
   absl::Status applied = connection.Execute(migration.sql);
+  if (applied.ok() && migration.rebuilds_tables) {
+    // The rebuilt tables still satisfy every reference to them.
+    absl::StatusOr<Statement> check = connection.Prepare("PRAGMA foreign_key_check");
+    if (!check.ok()) {
+      applied = check.status();
+    } else if (absl::StatusOr<bool> row = check->Step(); !row.ok() || *row) {
+      applied = row.ok() ? absl::InternalError("a foreign key no longer holds") : row.status();
+    }
+  }
   if (applied.ok()) {
     // PRAGMA takes no parameters; the version is an integer from our own table.
     applied = connection.Execute(absl::StrCat("PRAGMA user_version = ", migration.version));

@@ -17,6 +17,10 @@ struct Migration {
   int version;
   const char* description;
   const char* sql;
+  // The migration rebuilds a table others reference (SQLite cannot change a CHECK in place):
+  // foreign keys are off while it runs (else dropping the old table would cascade into its
+  // children), and checked before it commits.
+  bool rebuilds_tables = false;
 };
 
 // abox's schema, oldest first.

@@ -95,6 +95,42 @@ TEST(MigrationsTest, RetentionCountersStartFromTheRowsAnOlderDatabaseHolds) {
   EXPECT_EQ(QueryInt(*db, "SELECT count(*) FROM egress_connections"), 5);
 }
 
+// Schema 4 rebuilds `sandboxes` (a sandbox may be paused): the rows of every table that
+// references it survive (no cascade from the drop), and references still hold.
+TEST(MigrationsTest, PausedStateMigrationKeepsEveryRowThatReferencesASandbox) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(ApplyMigrations(*db, SchemaMigrations().first(3)).ok());
+  ExecOrDie(*db,
+            "INSERT INTO sandboxes (id, name, image, cpus, memory_mib, state, created_at) "
+            "VALUES ('0123456789ab', 'keep', 'default', 2, 1024, 'ready', 7)");
+  ExecOrDie(*db,
+            "INSERT INTO execs (id, sandbox_id, state, started_at) "
+            "VALUES ('e1', '0123456789ab', 'exited', 1)");
+  ExecOrDie(*db,
+            "INSERT INTO egress_connections (sandbox_id, time, kind, port, verdict) "
+            "VALUES ('0123456789ab', 0, 'tls', 443, 'denied')");
+  EXPECT_FALSE(
+      db->Lock().Execute("UPDATE sandboxes SET state = 'paused' WHERE id = '0123456789ab'").ok());
+  ASSERT_TRUE(Migrate(*db).ok());
+  EXPECT_EQ(*SchemaVersion(*db), LatestSchemaVersion());
+  EXPECT_EQ(QueryInt(*db, "SELECT count(*) FROM execs"), 1);
+  EXPECT_EQ(QueryInt(*db, "SELECT count(*) FROM egress_connections"), 1);
+  EXPECT_EQ(QueryInt(*db, "SELECT memory_mib FROM sandboxes WHERE name = 'keep'"), 1024);
+  ExecOrDie(*db, "UPDATE sandboxes SET state = 'paused' WHERE id = '0123456789ab'");
+  EXPECT_EQ(QueryInt(*db, "SELECT count(*) FROM sandboxes WHERE state = 'paused'"), 1);
+  EXPECT_FALSE(
+      db->Lock().Execute("UPDATE sandboxes SET state = 'asleep' WHERE id = '0123456789ab'").ok());
+  // Foreign keys are on again and point at the new table: removing the sandbox cascades.
+  EXPECT_EQ(QueryInt(*db, "PRAGMA foreign_keys"), 1);
+  ExecOrDie(*db, "DELETE FROM sandboxes WHERE id = '0123456789ab'");
+  EXPECT_EQ(QueryInt(*db, "SELECT count(*) FROM execs"), 0);
+  EXPECT_EQ(QueryInt(*db, "SELECT count(*) FROM egress_connections"), 0);
+  EXPECT_EQ(
+      QueryInt(*db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check = 'ok'"), 1);
+}
+
 TEST(MigrationsTest, AppliesOnlyTheNewMigrations) {
   TempDir tmp;
   auto db = OpenDatabaseOrDie(tmp.file("state.db"));

@@ -11,8 +11,8 @@
 namespace abox::store {
 namespace {
 
-constexpr std::array<const char*, 6> kStateNames = {"creating", "ready",  "stopping",
-                                                    "stopped",  "failed", "removed"};
+constexpr std::array<const char*, 7> kStateNames = {"creating", "ready",   "stopping", "stopped",
+                                                    "failed",   "removed", "paused"};
 
 constexpr char kColumns[] =
     "id, name, image, cpus, memory_mib, labels, state, failure, run_dir, created_at, ready_at, "

@@ -15,9 +15,9 @@
 
 namespace abox::store {
 
-enum class SandboxState { kCreating, kReady, kStopping, kStopped, kFailed, kRemoved };
+enum class SandboxState { kCreating, kReady, kStopping, kStopped, kFailed, kRemoved, kPaused };
 
-// "creating", "ready", "stopping", "stopped", "failed", "removed".
+// "creating", "ready", "stopping", "stopped", "failed", "removed", "paused".
 [[nodiscard]] const char* SandboxStateName(SandboxState state);
 // The inverse; kInvalidArgument for anything else.
 [[nodiscard]] absl::StatusOr<SandboxState> ParseSandboxState(absl::string_view text);

@@ -266,5 +266,91 @@ TEST_F(SnapshotTest, ForksAreIndependentFromTheFirstInstruction) {
   EXPECT_TRUE(!fs::exists(fs::path(home_.path()) / "checkpoints" / id, ec));
 }
 
+// Pause to disk: the VM ends and its memory is freed, the processes and files come back with a
+// resume (or with the next command), also after aboxd stopped with --pause-on-stop and started
+// again; a stop of a paused sandbox drops its saved state.
+TEST_F(SnapshotTest, PauseToDiskAndResumeKeepProcessesAcrossAboxdRestarts) {
+  std::string id = Create();
+  ASSERT_FALSE(id.empty());
+  Sh(id,
+     "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done' "
+     ">/dev/null 2>&1 &");
+  Sh(id, "echo kept > $HOME/file.txt");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const std::string run_dirs = (fs::path(home_.path()) / "sandboxes").string() + "/" + id;
+  auto state = [&] {
+    nlohmann::json j = nlohmann::json::parse(Abox({"inspect", "--json", id}).out, nullptr, false);
+    return j.is_object() ? j.value("state", "") : std::string("?");
+  };
+  // The VM's processes (the shim may take a moment to reap QEMU and exit).
+  auto vm_gone = [&] {
+    for (int i = 0; i < 100 && !ProcessesMatching(run_dirs).empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return ProcessesMatching(run_dirs).empty();
+  };
+  auto memory_used = [&] {
+    nlohmann::json j =
+        nlohmann::json::parse(Abox({"daemon", "status", "--json"}).out, nullptr, false);
+    return j.is_object() ? j["health"]["ledger"].value("memory_mib_used", -1) : -1;
+  };
+
+  int before_pause = Count(id);
+  AboxResult paused = Abox({"pause", id});
+  ASSERT_EQ(paused.exit_code, 0) << paused.err;
+  EXPECT_EQ(state(), "paused");
+  EXPECT_TRUE(vm_gone()) << "the VM of a paused sandbox still runs";
+  EXPECT_EQ(memory_used(), 0);  // its capacity is released
+  // The saved state is not one of the user's checkpoints.
+  EXPECT_THAT(Abox({"checkpoint", "ls", id}).out, HasSubstr("no checkpoints"));
+  // Guest work other than a command asks for a resume.
+  AboxResult checkpoint = Abox({"checkpoint", id});
+  EXPECT_NE(checkpoint.exit_code, 0);
+  EXPECT_THAT(checkpoint.err, HasSubstr("abox resume"));
+
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  AboxResult resumed = Abox({"resume", id});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(state(), "ready");
+  EXPECT_EQ(Sh(id, "cat $HOME/file.txt"), "kept");
+  int after_resume = Count(id);
+  EXPECT_GE(after_resume, before_pause);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_GT(Count(id), after_resume) << "the background process did not come back";
+  double before = 0;
+  double after = 0;
+  Probe p = Identity(id, &before, &after);
+  EXPECT_GT(p.clock, before - 1.0) << "the guest clock is the pause's";
+  EXPECT_LT(p.clock, after + 1.0);
+
+  // aboxd's stop with --pause-on-stop pauses it; a later aboxd (no flag) leaves it paused, and
+  // the next command resumes it.
+  ASSERT_EQ(Abox({"daemon", "stop"}).exit_code, 0);
+  AboxResult started = Abox({"daemon", "start", "--pause-on-stop"});
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  EXPECT_EQ(state(), "ready");  // re-attached
+  ASSERT_EQ(Abox({"daemon", "stop"}).exit_code, 0);
+  EXPECT_TRUE(vm_gone()) << "--pause-on-stop left the VM running";
+  ASSERT_EQ(Abox({"daemon", "start"}).exit_code, 0);
+  EXPECT_EQ(state(), "paused");
+  EXPECT_THAT(Abox({"ls"}).out, HasSubstr("paused"));
+  int counted = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(Sh(id, "cat /tmp/count"), &counted));  // resumes it
+  EXPECT_EQ(state(), "ready");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_GT(Count(id), counted);
+
+  // A stop of a paused sandbox drops its saved state.
+  ASSERT_EQ(Abox({"pause", id}).exit_code, 0);
+  ASSERT_EQ(Abox({"stop", id}).exit_code, 0);
+  EXPECT_EQ(state(), "stopped");
+  std::error_code ec;
+  fs::path saved = fs::path(home_.path()) / "checkpoints" / id;
+  EXPECT_TRUE(!fs::exists(saved, ec) || fs::is_empty(saved, ec)) << "the saved state stayed";
+  AboxResult resume_stopped = Abox({"resume", id});
+  EXPECT_NE(resume_stopped.exit_code, 0);
+  EXPECT_THAT(resume_stopped.err, HasSubstr("only paused sandboxes are resumed"));
+}
+
 }  // namespace
 }  // namespace abox::testing

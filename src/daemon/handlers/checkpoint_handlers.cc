@@ -1,4 +1,4 @@
-// /v1/sandboxes/{id}/checkpoints, /restore, /fork.
+// /v1/sandboxes/{id}/checkpoints, /restore, /fork, /pause, /resume.
 #include "absl/strings/str_cat.h"
 #include "src/api/checkpoint.h"
 #include "src/api/errors.h"
@@ -102,6 +102,26 @@ absl::Status AddCheckpointRoutes(http::Router& router, Services& services) {
                                     res.Json(200, SandboxJson(view->record, view->live));
                                   },
                                   {.blocking = true}));
+
+  // Pause and resume take no body: the sandbox as it is then is the answer.
+  for (const char* verb : {"pause", "resume"}) {
+    const bool pause = std::string_view(verb) == "pause";
+    ABOX_RETURN_IF_ERROR(router.Add("POST", absl::StrCat("/v1/sandboxes/{id}/", verb),
+                                    [sandboxes, pause](Request& req, Responder& res) {
+                                      if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
+                                        return res.Error(s);
+                                      }
+                                      absl::StatusOr<SandboxView> view =
+                                          pause
+                                              ? sandboxes->Pause(req.Param("id"), "pause requested")
+                                              : sandboxes->Resume(req.Param("id"));
+                                      if (!view.ok()) {
+                                        return res.Error(view.status());
+                                      }
+                                      res.Json(200, SandboxJson(view->record, view->live));
+                                    },
+                                    {.blocking = true}));
+  }
 
   ABOX_RETURN_IF_ERROR(
       router.Add("POST", "/v1/sandboxes/{id}/fork",

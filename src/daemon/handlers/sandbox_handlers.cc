@@ -31,7 +31,7 @@ absl::StatusOr<store::SandboxFilter> FilterOf(const Request& request) {
     if (!parsed.ok()) {
       return api::FieldError("state", absl::StrCat("unknown state \"", state,
                                                    "\" (creating, ready, stopping, stopped, "
-                                                   "failed)"));
+                                                   "failed, paused)"));
     }
     filter.states.push_back(*parsed);
   }

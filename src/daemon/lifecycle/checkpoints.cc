@@ -200,8 +200,15 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Save(runtime::Sandbox& vm,
     // the disk after the sandbox runs again: it is not paused for the fsyncs.)
     return base::CopyFileSparse(vm.vm().disk_path(), c.disk().string(), 0400);
   }();
-  // The sandbox runs on, whether the save worked or not.
-  absl::Status resumed = vm.vm().Resume();
+  // The sandbox runs on, whether the save worked or not; for a pause, only when it failed (the
+  // caller destroys the VM once the checkpoint is complete: nothing runs after the save).
+  bool left_paused = saved.ok() && request.pause;
+  absl::Status resumed = left_paused ? absl::OkStatus() : vm.vm().Resume();
+  absl::Cleanup resume_on_failure = [&] {
+    if (left_paused) {
+      (void)vm.vm().Resume();
+    }
+  };
   c.save_ms = absl::ToInt64Milliseconds(absl::Now() - started);
   if (saved.ok()) {
     // The frozen layers under it (a golden template's disk, an earlier checkpoint's) are copied
@@ -238,6 +245,7 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Save(runtime::Sandbox& vm,
     return base::ErrnoError(absl::StrCat("rename(", tmp.string(), ")"));
   }
   std::move(drop).Cancel();
+  std::move(resume_on_failure).Cancel();
   c.dir = final_dir;
   c.bytes = TreeBytes(final_dir);
   return c;

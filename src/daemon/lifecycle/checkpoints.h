@@ -52,6 +52,8 @@ struct CheckpointRequest {
   std::string image;
   int cpus = 1;
   int memory_mib = 512;
+  // Made by `abox pause`: the VM stays paused after a good save (its owner destroys it next);
+  // after a failed one it runs on, as for any checkpoint.
   bool pause = false;
   // Copies the sandbox's workspace state into this (new, empty) folder; null: no workspace.
   std::function<absl::Status(const std::filesystem::path& dir)> save_workspace;

@@ -38,6 +38,11 @@ struct SandboxOptions {
   // clock, hostname, machine-id; runtime/guest_identity.h). aboxd turns it on; it stays off
   // for a fake VMM, whose "guest" is this host (never set its clock).
   bool guest_identity = false;
+  // aboxd's stop pauses the running sandboxes (saved to disk, the VMs end) instead of leaving
+  // them running; they resume on their next command or `abox resume`, after a host reboot too.
+  bool pause_on_stop = false;
+  // An idle timeout pauses the sandbox instead of stopping it.
+  bool pause_when_idle = false;
   // What all checkpoints together may take of the host's disk.
   uint64_t checkpoint_budget_bytes = uint64_t{20} << 30;
   // How long a re-attached guest agent may take to answer again.

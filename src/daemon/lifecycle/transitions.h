@@ -39,6 +39,8 @@ enum class Operation {
   kRemove,
   kForceRemove,  // remove, stopping it first if it runs
   kSnapshot,     // checkpoint, restore a checkpoint, fork
+  kPause,        // save to disk and free the VM
+  kResume,       // bring a paused sandbox back
 };
 
 enum class Verdict {

@@ -23,7 +23,8 @@ using ::testing::HasSubstr;
 
 constexpr SandboxState kAll[] = {SandboxState::kCreating, SandboxState::kReady,
                                  SandboxState::kStopping, SandboxState::kStopped,
-                                 SandboxState::kFailed,   SandboxState::kRemoved};
+                                 SandboxState::kFailed,   SandboxState::kRemoved,
+                                 SandboxState::kPaused};
 
 // The lifecycle as users know it (docs/architecture.md): exactly these moves, nothing else.
 const std::set<std::pair<SandboxState, SandboxState>>& Expected() {
@@ -31,7 +32,8 @@ const std::set<std::pair<SandboxState, SandboxState>>& Expected() {
   static const auto* const expected = new std::set<std::pair<S, S>>{
       {S::kCreating, S::kReady}, {S::kCreating, S::kFailed},  {S::kReady, S::kStopping},
       {S::kReady, S::kFailed},   {S::kStopping, S::kStopped}, {S::kStopped, S::kRemoved},
-      {S::kFailed, S::kRemoved}};
+      {S::kFailed, S::kRemoved}, {S::kReady, S::kPaused},     {S::kPaused, S::kReady},
+      {S::kPaused, S::kStopped}, {S::kPaused, S::kRemoved},   {S::kPaused, S::kFailed}};
   return *expected;
 }
 
@@ -55,6 +57,9 @@ TEST(TransitionTableTest, EachRulePublishesTheEventClientsWatchFor) {
   EXPECT_STREQ(FindTransition(S::kStopping, S::kStopped)->event, "stopped");
   EXPECT_STREQ(FindTransition(S::kStopped, S::kRemoved)->event, "removed");
   EXPECT_STREQ(FindTransition(S::kFailed, S::kRemoved)->event, "removed");
+  EXPECT_STREQ(FindTransition(S::kReady, S::kPaused)->event, "paused");
+  EXPECT_STREQ(FindTransition(S::kPaused, S::kReady)->event, "resumed");
+  EXPECT_STREQ(FindTransition(S::kPaused, S::kStopped)->event, "stopped");
 }
 
 store::SandboxRecord In(SandboxState state, std::string name = "") {
@@ -65,9 +70,32 @@ store::SandboxRecord In(SandboxState state, std::string name = "") {
   return r;
 }
 
+// A paused sandbox: exec resumes it first (ExecService), other guest work asks for a resume,
+// pause of it is done already, resume of a ready one too; rm wants force (its processes are
+// saved), stop discards the saved state.
+TEST(OperationTableTest, PausedSandboxesResumeStopOrGoWithForce) {
+  EXPECT_EQ(Decide(Operation::kPause, In(SandboxState::kReady)).verdict, Verdict::kAllow);
+  EXPECT_EQ(Decide(Operation::kPause, In(SandboxState::kPaused)).verdict, Verdict::kAlreadyDone);
+  EXPECT_EQ(Decide(Operation::kResume, In(SandboxState::kPaused)).verdict, Verdict::kAllow);
+  EXPECT_EQ(Decide(Operation::kResume, In(SandboxState::kReady)).verdict, Verdict::kAlreadyDone);
+  EXPECT_THAT(Decide(Operation::kResume, In(SandboxState::kStopped)).refusal.message(),
+              HasSubstr("only paused sandboxes are resumed"));
+  EXPECT_THAT(Decide(Operation::kWorkspace, In(SandboxState::kPaused)).refusal.message(),
+              HasSubstr("abox resume 0123456789ab"));
+  EXPECT_THAT(Decide(Operation::kSnapshot, In(SandboxState::kPaused)).refusal.message(),
+              HasSubstr("abox resume 0123456789ab"));
+  EXPECT_EQ(Decide(Operation::kStop, In(SandboxState::kPaused)).verdict, Verdict::kAllow);
+  EXPECT_THAT(Decide(Operation::kRemove, In(SandboxState::kPaused)).refusal.message(),
+              HasSubstr("abox rm -f 0123456789ab"));
+  EXPECT_EQ(Decide(Operation::kForceRemove, In(SandboxState::kPaused)).verdict, Verdict::kAllow);
+  EXPECT_THAT(Decide(Operation::kPause, In(SandboxState::kStopped)).refusal.message(),
+              HasSubstr("only ready sandboxes can be paused"));
+}
+
 TEST(OperationTableTest, EveryOperationHasAVerdictForEveryLiveState) {
-  for (Operation op : {Operation::kExec, Operation::kWorkspace, Operation::kStop,
-                       Operation::kRemove, Operation::kForceRemove, Operation::kSnapshot}) {
+  for (Operation op :
+       {Operation::kExec, Operation::kWorkspace, Operation::kStop, Operation::kRemove,
+        Operation::kForceRemove, Operation::kSnapshot, Operation::kPause, Operation::kResume}) {
     for (SandboxState state : kAll) {
       if (state == SandboxState::kRemoved) {
         continue;  // no record left to ask about

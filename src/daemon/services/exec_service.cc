@@ -84,6 +84,11 @@ absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Launch(const std::string&
 absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Start(absl::string_view ref,
                                                              const api::ExecCreate& request) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
+  if (record.state == SandboxState::kPaused && resume_) {
+    // A command brings a paused sandbox back (the resume says why when it cannot).
+    ABOX_RETURN_IF_ERROR(resume_(record.id));
+    ABOX_ASSIGN_OR_RETURN(record, ctx_->sandboxes->Resolve(record.id));
+  }
   if (Decision d = Decide(Operation::kExec, record); d.verdict == Verdict::kRefuse) {
     return d.refusal;
   }

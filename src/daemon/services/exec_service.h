@@ -2,6 +2,7 @@
 // way, so both are in the exec history), finding them, their kept output and history.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,11 +47,17 @@ class ExecService final {
 
   // Callbacks posted to the timer thread check this: false once the daemon shuts down.
   void set_alive(std::weak_ptr<bool> alive) { alive_ = std::move(alive); }
+  // Brings a paused sandbox back before a command starts in it (SandboxService::Resume); unset:
+  // a paused sandbox refuses commands.
+  void set_resumer(std::function<absl::Status(const std::string& id)> resume) {
+    resume_ = std::move(resume);
+  }
 
  private:
   SandboxContext* ctx_;
   GuestToolsGate* gate_;
   std::weak_ptr<bool> alive_;
+  std::function<absl::Status(const std::string& id)> resume_;
 };
 
 }  // namespace abox::daemon

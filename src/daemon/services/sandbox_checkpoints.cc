@@ -93,7 +93,10 @@ absl::StatusOr<std::vector<CheckpointInfo>> SandboxService::Checkpoints(absl::st
     return std::vector<CheckpointInfo>{};
   }
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
-  return ctx_->checkpoints->List(record.id);
+  std::vector<CheckpointInfo> listed = ctx_->checkpoints->List(record.id);
+  // A pause's saved state is the sandbox's own business, not a checkpoint the user made.
+  std::erase_if(listed, [](const CheckpointInfo& c) { return c.pause; });
+  return listed;
 }
 
 absl::Status SandboxService::RemoveCheckpoint(absl::string_view ref,

@@ -16,6 +16,18 @@ absl::Status SandboxService::Recover() {
     spdlog::info("recovery: {} exec(s) were running when aboxd stopped: marked interrupted",
                  interrupted);
   }
+  // A paused sandbox has no VM; one a crash left between the pause's record and the VM's end
+  // is killed now (its state is saved).
+  store::SandboxFilter paused_filter;
+  paused_filter.states = {SandboxState::kPaused};
+  ABOX_ASSIGN_OR_RETURN(std::vector<store::SandboxRecord> paused,
+                        ctx_->sandboxes->List(paused_filter));
+  for (const store::SandboxRecord& r : paused) {
+    if (auto vm = ctx_->vmm->Attach(r.run_dir); vm.ok()) {
+      ctx_->recorder->Note((*vm)->Kill(),
+                           absl::StrCat("recovery: killing the VM of paused ", r.id));
+    }
+  }
   store::SandboxFilter filter;
   filter.states = {SandboxState::kCreating, SandboxState::kReady, SandboxState::kStopping};
   ABOX_ASSIGN_OR_RETURN(std::vector<store::SandboxRecord> records, ctx_->sandboxes->List(filter));
@@ -116,6 +128,15 @@ void SandboxService::Shutdown() {
     detached_ = true;
   }
   alive_.reset();  // posted callbacks become no-ops
+  if (ctx_->options.pause_on_stop && ctx_->checkpoints != nullptr) {
+    for (const std::shared_ptr<LiveSandbox>& live : ctx_->registry->All()) {
+      absl::StatusOr<SandboxView> paused = Pause(live->id(), "aboxd stopped (--pause-on-stop)");
+      if (!paused.ok()) {
+        spdlog::warn("leaving sandbox {} running instead of pausing it: {}", live->id(),
+                     paused.status().ToString());
+      }
+    }
+  }
   for (const std::shared_ptr<LiveSandbox>& live : ctx_->registry->All()) {
     absl::Status s = TearDown(live, "aboxd stopped while the command was running", true);
     if (!s.ok()) {

@@ -105,6 +105,9 @@ absl::StatusOr<SandboxView> SandboxService::Stop(absl::string_view ref) {
   if (decision.verdict == Verdict::kRefuse) {
     return decision.refusal;
   }
+  if (record.state == SandboxState::kPaused) {
+    return StopPaused(record);
+  }
   std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(record.id);
   if (live == nullptr || !live->BeginStop()) {
     return absl::FailedPreconditionError(
@@ -117,6 +120,14 @@ absl::StatusOr<SandboxView> SandboxService::Stop(absl::string_view ref) {
 
 void SandboxService::StopExpired(const std::string& id, const std::string& reason,
                                  const std::string& expiry) {
+  if (expiry == "idle" && ctx_->options.pause_when_idle && ctx_->checkpoints != nullptr) {
+    absl::StatusOr<SandboxView> paused = Pause(id, reason);
+    if (paused.ok() || ctx_->registry->Find(id) == nullptr) {
+      return;
+    }
+    spdlog::warn("stopping idle sandbox {} instead of pausing it: {}", id,
+                 paused.status().ToString());
+  }
   std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(id);
   if (live == nullptr || !live->BeginStop()) {
     return;  // booting (checked again once ready), or already stopping

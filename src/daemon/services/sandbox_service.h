@@ -87,6 +87,15 @@ class SandboxService final {
   [[nodiscard]] absl::StatusOr<std::vector<SandboxView>> Fork(absl::string_view ref, int count,
                                                               const std::string& name_prefix);
 
+  // --- Pause to disk (sandbox_pause.cc). kUnimplemented when the VMM cannot save state.
+  // Saves a ready sandbox's whole state to disk and ends its VM (its capacity is released; a
+  // command that was running ends as interrupted). `why` goes in the `paused` event. A paused
+  // sandbox is returned as it is.
+  [[nodiscard]] absl::StatusOr<SandboxView> Pause(absl::string_view ref, const std::string& why);
+  // Brings a paused sandbox back from its saved state (processes and files as they were, the
+  // clock now). A ready one is returned as it is. On failure it stays paused, with the reason.
+  [[nodiscard]] absl::StatusOr<SandboxView> Resume(absl::string_view ref);
+
   // The reaper's stop: `reason` says which timeout passed; `expiry` is "ttl" or "idle".
   void StopExpired(const std::string& id, const std::string& reason, const std::string& expiry);
 
@@ -122,6 +131,8 @@ class SandboxService final {
   void AddCreateSteps(const std::shared_ptr<CreateJob>& job);
   // The view of a sandbox the API returns.
   api::SandboxLive LiveOf(const std::string& id);
+  // paused -> stopped: its saved state goes.
+  absl::StatusOr<SandboxView> StopPaused(const store::SandboxRecord& record);
   // ready -> stopping, teardown, stopping -> stopped with `stopped_payload`.
   absl::Status StopLive(const std::shared_ptr<LiveSandbox>& live, const std::string& reason,
                         nlohmann::json stopped_payload);
@@ -142,6 +153,8 @@ class SandboxService final {
   std::mutex mu_;
   // One checkpoint or restore at a time (each pauses a VM and writes a lot to disk).
   std::mutex snapshot_mu_;
+  // One resume at a time (an exec and a resume of one paused sandbox resume it once).
+  std::mutex resume_mu_;
   std::map<std::string, std::weak_ptr<CreateJob>> creating_;  // creates past admission
   std::string last_accel_;
   bool shut_down_ = false;  // EndCreates ran

@@ -1,0 +1,227 @@
+// SandboxService: pause to disk and resume. A pause saves the sandbox's whole state (memory,
+// processes, devices, disk) as a checkpoint marked `pause`, then ends its VM, its egress proxy
+// and its reservation; the record says `paused` and survives aboxd restarts and host reboots.
+// A resume (or a command started in it) restores that checkpoint into a new VM, which takes a
+// fresh identity (the clock is now, not the pause's) before anything runs.
+#include <filesystem>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+#include "src/base/status_macros.h"
+#include "src/daemon/lifecycle/transitions.h"
+#include "src/daemon/lifecycle/vm_booter.h"
+#include "src/daemon/services/sandbox_service.h"
+#include "src/runtime/guest_identity.h"
+
+namespace abox::daemon {
+namespace {
+
+// The newest pause checkpoint of a sandbox, if any.
+std::optional<CheckpointInfo> NewestPause(CheckpointStore& store, const std::string& id) {
+  std::optional<CheckpointInfo> newest;
+  for (CheckpointInfo& c : store.List(id)) {
+    if (c.pause) {
+      newest = std::move(c);  // List is oldest first
+    }
+  }
+  return newest;
+}
+
+// Pause checkpoints of `id` other than `keep_id` that no VM stands on any more.
+void RemoveOldPauses(CheckpointStore& store, const std::string& id, const std::string& keep_id) {
+  for (const CheckpointInfo& c : store.List(id)) {
+    if (c.pause && c.id != keep_id) {
+      if (absl::Status s = store.Remove(c); !s.ok()) {
+        spdlog::debug("{}: keeping pause checkpoint {}: {}", id, c.id, s.ToString());
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<SandboxView> SandboxService::Pause(absl::string_view ref, const std::string& why) {
+  if (ctx_->checkpoints == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", ctx_->vmm->name(), " VMM cannot save sandboxes: pause is not possible"));
+  }
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
+  Decision d = Decide(Operation::kPause, record);
+  if (d.verdict == Verdict::kAlreadyDone) {
+    return SandboxView{record, LiveOf(record.id)};
+  }
+  if (d.verdict == Verdict::kRefuse) {
+    return d.refusal;
+  }
+  std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(record.id);
+  if (live == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(StateText(record), " but has no VM right now: retry in a moment"));
+  }
+  const std::string id = record.id;
+  std::lock_guard one_at_a_time(snapshot_mu_);
+  absl::StatusOr<CheckpointInfo> saved = [&]() -> absl::StatusOr<CheckpointInfo> {
+    auto lease = live->LeaseTools(ctx_->options.max_guest_operations_per_sandbox + 1);
+    if (!std::holds_alternative<LiveSandbox::ToolLease>(lease)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(StateText(record), ": it is stopping or busy; retry in a moment"));
+    }
+    runtime::Sandbox& vm = std::get<LiveSandbox::ToolLease>(lease).sandbox();
+    CheckpointRequest request;
+    request.sandbox_id = id;
+    request.image = record.image;
+    request.cpus = record.cpus;
+    request.memory_mib = record.memory_mib;
+    request.pause = true;  // the VM stays paused after the save: nothing runs past it
+    return ctx_->checkpoints->Save(vm, ctx_->vmm->DiskLayers(record.run_dir), request);
+  }();
+  if (!saved.ok()) {
+    return absl::Status(
+        saved.status().code(),
+        absl::StrCat("sandbox ", id, " was not paused: ", saved.status().message()));
+  }
+  if (!live->BeginStop()) {
+    // A stop or a failure got there first: it ends the VM; the save is of no use.
+    (void)ctx_->checkpoints->Remove(*saved);
+    return absl::FailedPreconditionError(
+        absl::StrCat(StateText(record), " and stopping: it was not paused"));
+  }
+  // Recorded before the VM goes: a crash in between leaves a paused record whose leftover VM
+  // the next aboxd kills (Recover), never a ready record without a VM.
+  nlohmann::json payload = {{"checkpoint", saved->id},
+                            {"bytes", saved->bytes},
+                            {"save_ms", saved->save_ms},
+                            {"reason", why}};
+  absl::Status recorded = ctx_->recorder->Transition(id, SandboxState::kReady,
+                                                     SandboxState::kPaused, std::move(payload));
+  ctx_->recorder->Note(TearDown(live, "the sandbox was paused", /*detach=*/false),
+                       absl::StrCat("ending the VM of paused sandbox ", id));
+  if (!recorded.ok()) {
+    ctx_->recorder->Note(ctx_->recorder->Transition(id, SandboxState::kReady, SandboxState::kFailed,
+                                                    {{"error", recorded.ToString()}},
+                                                    std::string(recorded.message())),
+                         absl::StrCat("recording that sandbox ", id, " failed"));
+    return recorded;
+  }
+  spdlog::info("paused sandbox {} ({} MiB saved in {} ms): {}", id, saved->bytes >> 20,
+               saved->save_ms, why);
+  // The previous pause's checkpoint (the VM that stood on it is gone; this one copied its disk).
+  RemoveOldPauses(*ctx_->checkpoints, id, saved->id);
+  return Get(id);
+}
+
+absl::StatusOr<SandboxView> SandboxService::Resume(absl::string_view ref) {
+  if (ctx_->checkpoints == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("the ", ctx_->vmm->name(), " VMM cannot restore sandboxes"));
+  }
+  // One resume at a time: two commands started in one paused sandbox resume it once.
+  std::lock_guard one_at_a_time(resume_mu_);
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
+  Decision d = Decide(Operation::kResume, record);
+  if (d.verdict == Verdict::kAlreadyDone) {
+    return SandboxView{record, LiveOf(record.id)};
+  }
+  if (d.verdict == Verdict::kRefuse) {
+    return d.refusal;
+  }
+  const std::string id = record.id;
+  std::optional<CheckpointInfo> c = NewestPause(*ctx_->checkpoints, id);
+  if (!c) {
+    std::string why = absl::StrCat("its saved state is gone (no pause checkpoint in ",
+                                   (ctx_->layout.home / "checkpoints" / id).string(), ")");
+    ctx_->recorder->Note(ctx_->recorder->Transition(id, SandboxState::kPaused,
+                                                    SandboxState::kFailed, {{"error", why}}, why),
+                         absl::StrCat("recording that sandbox ", id, " failed"));
+    return absl::FailedPreconditionError(absl::StrCat("sandbox ", id, " cannot be resumed: ", why,
+                                                      "; remove it (abox rm ", id, ")"));
+  }
+  ABOX_ASSIGN_OR_RETURN(image::ImageFiles files, OpenImage(record.image));
+  absl::Time started = absl::Now();
+
+  // Everything below is undone, in reverse, unless the resume completes.
+  ABOX_RETURN_IF_ERROR(ctx_->pool != nullptr
+                           ? ctx_->pool->ReserveGivingWay(id, record.cpus, record.memory_mib)
+                           : ctx_->ledger->Reserve(id, record.cpus, record.memory_mib));
+  absl::Cleanup release = [&] { ctx_->ledger->Release(id); };
+  if (ctx_->egress != nullptr) {
+    if (absl::Status s = ctx_->egress->Start(id); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("egress could not start: ", s.message()));
+    }
+  }
+  absl::Cleanup stop_egress = [&] {
+    if (ctx_->egress != nullptr) {
+      ctx_->egress->Stop(id);
+    }
+  };
+  // Its own run dir if free, else "<id>.<n>" (a crash may have left the old one).
+  std::string vm_id = id;
+  std::error_code ec;
+  for (int n = 1; std::filesystem::exists(ctx_->layout.SandboxRunDir(vm_id), ec); ++n) {
+    vm_id = absl::StrCat(id, ".", n);
+  }
+  auto hooks = std::make_shared<VmHooks>();
+  BootRequest boot;
+  boot.vm_id = vm_id;
+  boot.files = files;
+  boot.cpus = record.cpus;
+  boot.memory_mib = record.memory_mib;
+  boot.boot_timeout = ctx_->options.boot_timeout;
+  boot.checkpoint = &*c;
+  absl::StatusOr<BootedVm> booted = BootVm(*ctx_->vmm, ctx_->layout, boot, hooks);
+  if (!booted.ok()) {
+    return absl::Status(booted.status().code(),
+                        absl::StrCat("sandbox ", id, " stays paused: ", booted.status().message()));
+  }
+  absl::Cleanup destroy = [&] { (void)booted->vm->Destroy(); };
+  if (ctx_->options.guest_identity) {
+    // The clock is the pause's until now, and the RNG state that of any other resume of it.
+    ABOX_ASSIGN_OR_RETURN(runtime::GuestIdentity identity, runtime::NewGuestIdentity(id));
+    if (absl::Status s = runtime::ApplyGuestIdentity(booted->vm->agent(), identity,
+                                                     ctx_->options.guest_tool_path);
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("sandbox ", id,
+                                                 " stays paused: the resumed "
+                                                 "guest did not take its identity: ",
+                                                 s.message()));
+    }
+  }
+  const std::string run_dir = booted->vm->vm().run_dir();
+  const int64_t pid = booted->vm->vm().pid();
+  ABOX_RETURN_IF_ERROR(ctx_->sandboxes->SetRunDir(id, run_dir));
+  ABOX_RETURN_IF_ERROR(ctx_->sandboxes->SetVm(id, pid, record.accel));
+  ABOX_ASSIGN_OR_RETURN(std::shared_ptr<LiveSandbox> live, ctx_->registry->Add(id));
+  // The live sandbox owns the VM, its reservation and its proxy from here on (a failure below
+  // tears them down through it), and takes the VM before the record says ready: a stop that sees
+  // "ready" finds a VM to stop.
+  std::move(destroy).Cancel();
+  std::move(stop_egress).Cancel();
+  std::move(release).Cancel();
+  live->Adopt(std::move(booted->vm));
+  hooks->Route(FailureCallback(id, live->generation()),
+               ctx_->egress != nullptr ? ctx_->egress->TunnelHandler(id) : nullptr);
+  nlohmann::json payload = {{"checkpoint", c->id},
+                            {"resume_ms", absl::ToInt64Milliseconds(absl::Now() - started)}};
+  if (absl::Status ready = ctx_->recorder->Transition(id, SandboxState::kPaused,
+                                                      SandboxState::kReady, std::move(payload));
+      !ready.ok()) {
+    ctx_->recorder->Note(TearDown(live, "the resume failed", /*detach=*/false),
+                         absl::StrCat("ending the VM of ", id));
+    return ready;
+  }
+  ctx_->recorder->Note(ctx_->sandboxes->Touch(id), absl::StrCat("resuming ", id));
+  spdlog::info("resumed sandbox {} from {}", id, c->id);
+  return Get(id);
+}
+
+absl::StatusOr<SandboxView> SandboxService::StopPaused(const store::SandboxRecord& record) {
+  ABOX_RETURN_IF_ERROR(ctx_->recorder->Transition(
+      record.id, SandboxState::kPaused, SandboxState::kStopped, {{"reason", "stop requested"}}));
+  if (ctx_->checkpoints != nullptr) {
+    RemoveOldPauses(*ctx_->checkpoints, record.id, "");  // a stopped sandbox never resumes
+  }
+  return Get(record.id);
+}
+
+}  // namespace abox::daemon
