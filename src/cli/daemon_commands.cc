@@ -28,8 +28,9 @@ namespace {
 constexpr char kSandboxesOutliveAboxd[] =
     R"(Sandboxes outlive aboxd: stopping it (abox daemon stop) or killing it leaves their VMs
 running, and the next aboxd (the next abox command starts one) re-attaches them; commands that
-were running through it are reported as interrupted. To end sandboxes, use abox stop ID or
-abox rm -f ID before stopping aboxd.
+were running through it are reported as interrupted. An aboxd started with --pause-on-stop
+pauses them to disk instead (no VM left; the next command in each resumes it). To end sandboxes,
+use abox stop ID or abox rm -f ID before stopping aboxd.
 abox daemon stop signals only the process that serves the socket (SO_PEERCRED) once it has
 checked that it is your own aboxd.)";
 

@@ -214,6 +214,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
 int ServeUntilStopped(DaemonConfig config, DaemonDeps deps, const sigset_t& stop_signals,
                       const ServeOptions& options) {
   std::string socket_path = config.server.unix_socket_path;
+  const bool config_pause_on_stop = config.sandbox.pause_on_stop;
   bool tcp = config.server.tcp_port.has_value();
   auto daemon = Daemon::Create(std::move(config), std::move(deps));
   if (!daemon.ok()) {
@@ -238,7 +239,8 @@ int ServeUntilStopped(DaemonConfig config, DaemonDeps deps, const sigset_t& stop
       spdlog::info("aboxd: SIGTERM received and ignored (--ignore-sigterm)");
     }
   }
-  spdlog::info("aboxd: {} received: stopping (sandboxes keep running)", strsignal(signal_number));
+  spdlog::info("aboxd: {} received: stopping (sandboxes {})", strsignal(signal_number),
+               config_pause_on_stop ? "are paused to disk" : "keep running");
   (*daemon)->Shutdown();
   daemon->reset();
   if (options.after_shutdown) {

@@ -8,6 +8,7 @@
 #include "spdlog/spdlog.h"
 #include "src/base/status_macros.h"
 #include "src/proto/frame.h"
+#include "src/runtime/guest_identity.h"
 #include "src/runtime/sandbox.h"
 #include "src/store/migrations.h"
 #include "src/workspace/run_copies.h"
@@ -184,7 +185,7 @@ absl::Status Daemon::Start() {
 PoolDeps Daemon::MakePoolDeps() {
   PoolDeps deps;
   deps.start = [this](const std::string& id, const PoolShape& shape,
-                      const image::ImageFiles& files) {
+                      const image::ImageFiles& files) -> absl::StatusOr<BootedVm> {
     BootRequest boot;
     boot.vm_id = id;
     boot.files = files;
@@ -193,7 +194,23 @@ PoolDeps Daemon::MakePoolDeps() {
     boot.accel = shape.accel;
     boot.boot_timeout = config_.sandbox.boot_timeout;
     boot.templates = templates_.get();  // null: pooled VMs boot
-    return BootVm(*vmm_, config_.layout, boot);
+    ABOX_ASSIGN_OR_RETURN(BootedVm booted, BootVm(*vmm_, config_.layout, boot));
+    if (config_.sandbox.guest_identity) {
+      // Its identity now already (its id is the sandbox's): clones of one template differ from
+      // the start, and the identity tool's first run in a fresh clone (page faults into the
+      // template's memory) is paid here, not by the create, which applies it again (RNG bytes
+      // and clock of the hand-out).
+      ABOX_ASSIGN_OR_RETURN(runtime::GuestIdentity identity, runtime::NewGuestIdentity(id));
+      absl::Status applied = runtime::ApplyGuestIdentity(booted.vm->agent(), identity,
+                                                         config_.sandbox.guest_tool_path);
+      if (!applied.ok()) {
+        (void)booted.vm->Destroy();
+        return absl::Status(applied.code(), absl::StrCat("the pooled guest did not take an "
+                                                         "identity: ",
+                                                         applied.message()));
+      }
+    }
+    return booted;
   };
   deps.destroy = [this](const std::string& id, std::unique_ptr<runtime::Sandbox> vm) {
     if (vm != nullptr) {

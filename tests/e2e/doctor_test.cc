@@ -15,27 +15,15 @@
 #include "src/base/io.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
+#include "tests/testing/cli_home_test.h"
 
 namespace abox::testing {
 namespace {
 
 using ::testing::HasSubstr;
 
-class DoctorTest : public ::testing::Test {
+class DoctorTest : public CliHomeTest {
  protected:
-  void TearDown() override {
-    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
-    Abox({"daemon", "stop"});
-  }
-
-  AboxResult Abox(std::vector<std::string> args) {
-    AboxCall call;
-    call.args = std::move(args);
-    call.env = home_.Env();
-    call.timeout_seconds = 180;
-    return RunAbox(call);
-  }
-
   // The check named `name` of a `doctor --json` answer; null when absent.
   static nlohmann::json Check(const nlohmann::json& report, const std::string& name) {
     for (const nlohmann::json& c : report["checks"]) {
@@ -55,8 +43,6 @@ class DoctorTest : public ::testing::Test {
     }
     return "";
   }
-
-  DaemonHome home_;
 };
 
 TEST_F(DoctorTest, ReportsTheRunningQemusConfinementAsProcShowsIt) {

@@ -16,41 +16,15 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
+#include "tests/testing/cli_home_test.h"
 
 namespace abox::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-class PoolTest : public ::testing::Test {
+class PoolTest : public CliHomeTest {
  protected:
-  void TearDown() override {
-    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
-    Abox({"daemon", "stop"});
-  }
-
-  AboxResult Abox(std::vector<std::string> args) {
-    AboxCall call;
-    call.args = std::move(args);
-    call.env = home_.Env();
-    call.timeout_seconds = 240;
-    return RunAbox(call);
-  }
-
-  std::string Create(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"create"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    AboxResult r = Abox(args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return std::string(absl::StripAsciiWhitespace(r.out));
-  }
-
-  std::string Sh(const std::string& id, const std::string& script) {
-    AboxResult r = Abox({"exec", id, "--", "sh", "-c", script});
-    EXPECT_EQ(r.exit_code, 0) << script << ": " << r.err;
-    return std::string(absl::StripAsciiWhitespace(r.out));
-  }
-
   nlohmann::json Health() {
     AboxResult r = Abox({"daemon", "status", "--json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -88,22 +62,9 @@ class PoolTest : public ::testing::Test {
 
   // How each sandbox started ("pool", "snapshot", "boot"), from its ready event.
   std::map<std::string, std::string> StartedFrom(const std::string& last_id) {
-    AboxCall events;
-    events.args = {"events", "--since", "0", "--json"};
-    events.env = home_.Env();
-    events.when_output = last_id;
-    events.on_output = [](pid_t pid) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      ::kill(pid, SIGINT);
-    };
-    events.timeout_seconds = 30;
-    AboxResult seen = RunAbox(events);
     std::map<std::string, std::string> from;
-    for (absl::string_view line : absl::StrSplit(seen.out, '\n', absl::SkipEmpty())) {
-      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-      if (e.is_object() && e.value("type", "") == "ready") {
-        from[e.value("sandbox_id", "")] = e["payload"].value("started_from", "");
-      }
+    for (const auto& [id, payload] : ReadyEvents(last_id)) {
+      from[id] = payload.value("started_from", "");
     }
     return from;
   }
@@ -117,8 +78,6 @@ class PoolTest : public ::testing::Test {
     }
     return ids;
   }
-
-  DaemonHome home_;
 };
 
 TEST_F(PoolTest, CreatesTakePooledVmsThePoolRefillsAndGivesWayToTheBudget) {

@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
+#include "tests/testing/cli_home_test.h"
 
 namespace abox::testing {
 namespace {
@@ -39,35 +40,8 @@ struct Probe {
   double clock = 0;
 };
 
-class SnapshotTest : public ::testing::Test {
+class SnapshotTest : public CliHomeTest {
  protected:
-  void TearDown() override {
-    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
-    Abox({"daemon", "stop"});
-  }
-
-  AboxResult Abox(std::vector<std::string> args) {
-    AboxCall call;
-    call.args = std::move(args);
-    call.env = home_.Env();
-    call.timeout_seconds = 240;
-    return RunAbox(call);
-  }
-
-  std::string Create(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"create"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    AboxResult r = Abox(args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return std::string(absl::StripAsciiWhitespace(r.out));
-  }
-
-  std::string Sh(const std::string& id, const std::string& script) {
-    AboxResult r = Abox({"exec", id, "--", "sh", "-c", script});
-    EXPECT_EQ(r.exit_code, 0) << script << ": " << r.err;
-    return std::string(absl::StripAsciiWhitespace(r.out));
-  }
-
   // The probe, with the host's clock read around it: `before` <= guest clock <= `after`.
   Probe Identity(const std::string& id, double* before, double* after) {
     *before = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
@@ -87,35 +61,11 @@ class SnapshotTest : public ::testing::Test {
     return p;
   }
 
-  // The "ready" events seen so far, by sandbox id.
-  std::map<std::string, nlohmann::json> ReadyEvents(const std::string& last_id) {
-    AboxCall events;
-    events.args = {"events", "--since", "0", "--json"};
-    events.env = home_.Env();
-    events.when_output = last_id;
-    events.on_output = [](pid_t pid) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      ::kill(pid, SIGINT);
-    };
-    events.timeout_seconds = 30;
-    AboxResult seen = RunAbox(events);
-    std::map<std::string, nlohmann::json> ready;
-    for (absl::string_view line : absl::StrSplit(seen.out, '\n', absl::SkipEmpty())) {
-      nlohmann::json e = nlohmann::json::parse(line, nullptr, false);
-      if (e.is_object() && e.value("type", "") == "ready") {
-        ready[e.value("sandbox_id", "")] = e["payload"];
-      }
-    }
-    return ready;
-  }
-
   int Count(const std::string& id) {
     int n = -1;
     EXPECT_TRUE(absl::SimpleAtoi(Sh(id, "cat /tmp/count"), &n));
     return n;
   }
-
-  DaemonHome home_;
 };
 
 TEST_F(SnapshotTest, ClonesOfTheGoldenSnapshotEachGetTheirOwnIdentity) {

@@ -20,7 +20,11 @@ absl::Status Pipeline::Run(absl::string_view through) {
     Step& step = steps_[next_];
     absl::Status status = injector_ ? injector_(step.name) : absl::OkStatus();
     if (status.ok()) {
+      auto started = std::chrono::steady_clock::now();
       status = step.run();
+      step_ms_.emplace_back(step.name, std::chrono::duration<double, std::milli>(
+                                           std::chrono::steady_clock::now() - started)
+                                           .count());
     }
     if (!status.ok()) {
       failed_step_ = step.name;

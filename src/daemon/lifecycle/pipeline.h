@@ -4,8 +4,10 @@
 // replace steps instead of writing their own rollback.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,6 +43,11 @@ class Pipeline final {
 
   [[nodiscard]] const std::string& failed_step() const { return failed_step_; }
   [[nodiscard]] bool finished() const { return next_ == steps_.size() && failure_.ok(); }
+  // How long each step that ran took, in milliseconds (steady clock), in order: where a slow
+  // create spent its time (the ready event carries it).
+  [[nodiscard]] const std::vector<std::pair<std::string, double>>& step_ms() const {
+    return step_ms_;
+  }
 
  private:
   struct Step {
@@ -55,6 +62,7 @@ class Pipeline final {
   absl::Status failure_;
   std::string failed_step_;
   Injector injector_;
+  std::vector<std::pair<std::string, double>> step_ms_;
 };
 
 }  // namespace abox::daemon

@@ -45,6 +45,27 @@ TEST_F(PipelineTest, RunsEveryStepInOrderAndUndoesNothingOnSuccess) {
   EXPECT_THAT(log_, ElementsAre("run a", "run b", "run c"));
 }
 
+// Each step that ran is timed, in order, so a slow create says where its time went.
+TEST_F(PipelineTest, TimesEachStepThatRan) {
+  Pipeline p;
+  Build(p, "c");
+  (void)p.Run();
+  ASSERT_EQ(p.step_ms().size(), 3u);  // the failing step ran too
+  EXPECT_EQ(p.step_ms()[0].first, "a");
+  EXPECT_EQ(p.step_ms()[2].first, "c");
+  for (const auto& [name, ms] : p.step_ms()) {
+    EXPECT_GE(ms, 0.0) << name;
+  }
+  Pipeline injected;
+  Build(injected);
+  injected.set_injector([](absl::string_view step) {
+    return step == "b" ? absl::UnavailableError("injected") : absl::OkStatus();
+  });
+  (void)injected.Run();
+  ASSERT_EQ(injected.step_ms().size(), 1u);  // a step the injector failed never ran
+  EXPECT_EQ(injected.step_ms()[0].first, "a");
+}
+
 TEST_F(PipelineTest, AFailureUndoesTheStepsThatRanInReverseWithTheFailure) {
   Pipeline p;
   Build(p, "c");

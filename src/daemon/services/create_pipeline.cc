@@ -252,6 +252,12 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
     if (!j->boot_note.empty()) {
       payload["snapshot_note"] = j->boot_note;
     }
+    // Where the time went, step by step (the ready step itself not yet done).
+    nlohmann::json steps = nlohmann::json::object();
+    for (const auto& [name, ms] : j->pipeline.step_ms()) {
+      steps[name] = static_cast<int64_t>(ms + 0.5);
+    }
+    payload["steps_ms"] = std::move(steps);
     if (!vm.accel_note().empty()) {
       payload["accel_note"] = vm.accel_note();
     }

@@ -64,28 +64,34 @@ absl::StatusOr<CheckpointInfo> SandboxService::Checkpoint(absl::string_view ref,
           absl::StrCat("sandbox ", record.id, " has a checkpoint named ", name, " already"));
     }
   }
-  auto lease = live->LeaseTools(ctx_->options.max_guest_operations_per_sandbox + 1);
-  if (!std::holds_alternative<LiveSandbox::ToolLease>(lease)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(StateText(record), ": it is stopping or busy; retry in a moment"));
-  }
-  runtime::Sandbox& vm = std::get<LiveSandbox::ToolLease>(lease).sandbox();
   CheckpointRequest request;
-  request.sandbox_id = record.id;
   request.name = name;
-  request.image = record.image;
-  request.cpus = record.cpus;
-  request.memory_mib = record.memory_mib;
   if (ctx_->workspaces != nullptr && ctx_->workspaces->Has(record.id)) {
     request.save_workspace = [this, id = record.id](const std::filesystem::path& dir) {
       return ctx_->workspaces->SaveStateTo(id, dir);
     };
   }
   std::lock_guard one_at_a_time(snapshot_mu_);
-  ABOX_ASSIGN_OR_RETURN(CheckpointInfo c, ctx_->checkpoints->Save(
-                                              vm, ctx_->vmm->DiskLayers(record.run_dir), request));
+  ABOX_ASSIGN_OR_RETURN(CheckpointInfo c, SaveCheckpoint(record, *live, std::move(request)));
   ctx_->events->Publish(record.id, "checkpointed", CheckpointPayload(c));
   return c;
+}
+
+absl::StatusOr<CheckpointInfo> SandboxService::SaveCheckpoint(const store::SandboxRecord& record,
+                                                              LiveSandbox& live,
+                                                              CheckpointRequest request) {
+  // The VM's tools are leased for the save: no workspace operation runs in it meanwhile.
+  auto lease = live.LeaseTools(ctx_->options.max_guest_operations_per_sandbox + 1);
+  if (!std::holds_alternative<LiveSandbox::ToolLease>(lease)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(StateText(record), ": it is stopping or busy; retry in a moment"));
+  }
+  request.sandbox_id = record.id;
+  request.image = record.image;
+  request.cpus = record.cpus;
+  request.memory_mib = record.memory_mib;
+  return ctx_->checkpoints->Save(std::get<LiveSandbox::ToolLease>(lease).sandbox(),
+                                 ctx_->vmm->DiskLayers(record.run_dir), request);
 }
 
 absl::StatusOr<std::vector<CheckpointInfo>> SandboxService::Checkpoints(absl::string_view ref) {

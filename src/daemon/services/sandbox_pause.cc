@@ -61,21 +61,9 @@ absl::StatusOr<SandboxView> SandboxService::Pause(absl::string_view ref, const s
   }
   const std::string id = record.id;
   std::lock_guard one_at_a_time(snapshot_mu_);
-  absl::StatusOr<CheckpointInfo> saved = [&]() -> absl::StatusOr<CheckpointInfo> {
-    auto lease = live->LeaseTools(ctx_->options.max_guest_operations_per_sandbox + 1);
-    if (!std::holds_alternative<LiveSandbox::ToolLease>(lease)) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(StateText(record), ": it is stopping or busy; retry in a moment"));
-    }
-    runtime::Sandbox& vm = std::get<LiveSandbox::ToolLease>(lease).sandbox();
-    CheckpointRequest request;
-    request.sandbox_id = id;
-    request.image = record.image;
-    request.cpus = record.cpus;
-    request.memory_mib = record.memory_mib;
-    request.pause = true;  // the VM stays paused after the save: nothing runs past it
-    return ctx_->checkpoints->Save(vm, ctx_->vmm->DiskLayers(record.run_dir), request);
-  }();
+  CheckpointRequest request;
+  request.pause = true;  // the VM stays paused after the save: nothing runs past it
+  absl::StatusOr<CheckpointInfo> saved = SaveCheckpoint(record, *live, std::move(request));
   if (!saved.ok()) {
     return absl::Status(
         saved.status().code(),

@@ -124,6 +124,10 @@ class SandboxService final {
   void Launch(SandboxSpec spec, AcceptedFn accepted, DoneFn done);
   // The image files a create or restore boots (tests may pin them).
   absl::StatusOr<image::ImageFiles> OpenImage(const std::string& name);
+  // Saves `live`'s VM into the checkpoint store as `request` says (its sandbox id, image and size
+  // from `record`), its tools leased meanwhile. Callers hold snapshot_mu_.
+  absl::StatusOr<CheckpointInfo> SaveCheckpoint(const store::SandboxRecord& record,
+                                                LiveSandbox& live, CheckpointRequest request);
   // The running sandbox `ref` with its live side, if snapshots are possible for it now.
   absl::StatusOr<std::pair<store::SandboxRecord, std::shared_ptr<LiveSandbox>>> ForSnapshot(
       absl::string_view ref);
