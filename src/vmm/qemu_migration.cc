@@ -50,7 +50,24 @@ absl::Status PauseVm(QmpClient& qmp, milliseconds timeout) {
 }
 
 absl::Status ResumeVm(QmpClient& qmp, milliseconds timeout) {
-  return qmp.Execute("cont", nullptr, timeout).status();
+  Clock::time_point deadline = Clock::now() + timeout;
+  // A save still under way (its host died in the middle: QEMU holds the state file and goes on)
+  // would stop the VM again when it completes: it is cancelled and waited out first. After a
+  // save that completed, both are no-ops.
+  ABOX_RETURN_IF_ERROR(qmp.Execute("migrate_cancel", nullptr, Left(deadline)).status());
+  for (;;) {
+    ABOX_ASSIGN_OR_RETURN(json info, qmp.Execute("query-migrate", nullptr, Left(deadline)));
+    std::string st = StatusOf(info);
+    if (st != "setup" && st != "active" && st != "cancelling" && st != "device" &&
+        st != "pre-switchover") {
+      break;
+    }
+    if (Clock::now() >= deadline) {
+      return absl::DeadlineExceededError("a save in progress did not end in time");
+    }
+    std::this_thread::sleep_for(kPollEvery);
+  }
+  return qmp.Execute("cont", nullptr, Left(deadline)).status();
 }
 
 absl::Status SaveVmState(QmpClient& qmp, int fd, bool skip_shared_memory, milliseconds timeout) {

@@ -10,7 +10,9 @@
 
 namespace abox::vmm {
 
-// "stop" / "cont". Resuming after a save reactivates the disks the save handed over.
+// "stop" / "cont". Resuming after a save reactivates the disks the save handed over; a save
+// still in progress (its host died in the middle) is cancelled and waited out first, since its
+// completion would stop the VM again.
 [[nodiscard]] absl::Status PauseVm(QmpClient& qmp, std::chrono::milliseconds timeout);
 [[nodiscard]] absl::Status ResumeVm(QmpClient& qmp, std::chrono::milliseconds timeout);
 

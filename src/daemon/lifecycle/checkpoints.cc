@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -222,8 +223,16 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Save(runtime::Sandbox& vm,
     }
   }
   if (!saved.ok()) {
+    // A full disk is the likely cause when less is free than the guest's memory: say what to do.
+    std::string hint;
+    struct statvfs fs {};
+    if (::statvfs(Root().c_str(), &fs) == 0 &&
+        static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize < (uint64_t{1} << 20) * c.memory_mib) {
+      hint = absl::StrCat("; the disk holding ", Root().string(),
+                          " is full: free space there or remove checkpoints (abox checkpoint rm)");
+    }
     return absl::Status(saved.code(),
-                        absl::StrCat("the checkpoint could not be saved: ", saved.message()));
+                        absl::StrCat("the checkpoint could not be saved: ", saved.message(), hint));
   }
   if (!resumed.ok()) {
     return absl::InternalError(absl::StrCat(

@@ -51,6 +51,16 @@ absl::Status SandboxService::Recover() {
       }
       continue;
     }
+    // A VM the previous aboxd paused for a checkpoint (or a pause) and never let run again, because
+    // it died in the middle: it runs again now, so that its agent answers the attach below. (A
+    // running VM ignores this.)
+    if (auto vm = ctx_->vmm->Attach(r.run_dir); vm.ok()) {
+      if (absl::Status resumed = (*vm)->Resume();
+          !resumed.ok() && !absl::IsUnimplemented(resumed)) {
+        spdlog::debug("recovery: {}: resume: {}", r.id, resumed.ToString());
+      }
+      (void)(*vm)->Detach();
+    }
     auto hooks = std::make_shared<VmHooks>();
     bool egress_on = false;
     if (ctx_->egress != nullptr) {
