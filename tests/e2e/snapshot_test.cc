@@ -65,6 +65,15 @@ class SnapshotTest : public CliHomeTest {
     return p;
   }
 
+  // A background process that keeps counting in /tmp/count (it outlives the exec that started
+  // it), once it has counted at least once.
+  void StartCounter(const std::string& id) {
+    Sh(id,
+       "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done' "
+       ">/dev/null 2>&1 &");
+    Sh(id, "while [ ! -s /tmp/count ]; do sleep 0.05; done");
+  }
+
   int Count(const std::string& id) {
     int n = -1;
     EXPECT_TRUE(absl::SimpleAtoi(Sh(id, "cat /tmp/count"), &n));
@@ -114,10 +123,7 @@ TEST_F(SnapshotTest, ClonesOfTheGoldenSnapshotEachGetTheirOwnIdentity) {
 TEST_F(SnapshotTest, CheckpointAndRestoreBringBackProcessesAndFiles) {
   std::string id = Create();
   ASSERT_FALSE(id.empty());
-  // A background process that keeps counting (it outlives the exec that started it).
-  Sh(id,
-     "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done' "
-     ">/dev/null 2>&1 &");
+  StartCounter(id);
   std::this_thread::sleep_for(std::chrono::seconds(1));
   AboxResult ck = Abox({"checkpoint", id, "--name", "before", "--json"});
   ASSERT_EQ(ck.exit_code, 0) << ck.err;
@@ -226,9 +232,7 @@ TEST_F(SnapshotTest, ForksAreIndependentFromTheFirstInstruction) {
 TEST_F(SnapshotTest, PauseToDiskAndResumeKeepProcessesAcrossAboxdRestarts) {
   std::string id = Create();
   ASSERT_FALSE(id.empty());
-  Sh(id,
-     "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done' "
-     ">/dev/null 2>&1 &");
+  StartCounter(id);
   Sh(id, "echo kept > $HOME/file.txt");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const std::string run_dirs = (fs::path(home_.path()) / "sandboxes").string() + "/" + id;
@@ -352,10 +356,7 @@ TEST_F(SnapshotTest, AFullDiskFailsTheSaveNeverTheSandbox) {
 TEST_F(SnapshotTest, KillingAboxdInTheMiddleOfACheckpointLeavesNoHalfCheckpoint) {
   std::string id = Create();
   ASSERT_FALSE(id.empty());
-  Sh(id,
-     "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done' "
-     ">/dev/null 2>&1 &");
-  Sh(id, "while [ ! -s /tmp/count ]; do sleep 0.05; done");  // it counts before the save starts
+  StartCounter(id);  // it counts before the save starts
   nlohmann::json status =
       nlohmann::json::parse(Abox({"daemon", "status", "--json"}).out, nullptr, false);
   ASSERT_TRUE(status.is_object());

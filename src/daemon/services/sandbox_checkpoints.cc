@@ -134,41 +134,12 @@ absl::StatusOr<SandboxView> SandboxService::Restore(absl::string_view ref,
   const std::string id = record.id;
   // The checkpoint comes up in a VM of its own first, beside the running one: a checkpoint that
   // does not restore (a damaged file, another QEMU) fails here and leaves the sandbox as it was.
-  // Its run dir is named apart: "<id>.<n>", the first n whose run dir is free (the generation
-  // starts again at 0 when aboxd restarts, but the run dir of an earlier restore may be live).
-  int n = live->generation() + 1;
-  std::error_code ec;
-  while (std::filesystem::exists(ctx_->layout.SandboxRunDir(absl::StrCat(id, ".", n)), ec)) {
-    ++n;
-  }
-  const std::string vm_id = absl::StrCat(id, ".", n);
+  // Its run dir is named apart: "<id>.<n>" from the next generation on (the generation starts
+  // again at 0 when aboxd restarts, but the run dir of an earlier restore may be live).
   auto hooks = std::make_shared<VmHooks>();  // routed below, once it is the sandbox's VM
-  BootRequest boot;
-  boot.vm_id = vm_id;
-  boot.files = files;
-  boot.cpus = record.cpus;
-  boot.memory_mib = record.memory_mib;
-  boot.boot_timeout = ctx_->options.boot_timeout;
-  boot.checkpoint = &c;
-  absl::StatusOr<BootedVm> booted = BootVm(*ctx_->vmm, ctx_->layout, boot, hooks);
-  if (!booted.ok()) {
-    return booted.status();
-  }
-  if (ctx_->options.guest_identity) {
-    // The clock is the checkpoint's, and its RNG state that of every other restore of it.
-    absl::StatusOr<runtime::GuestIdentity> identity = runtime::NewGuestIdentity(id);
-    absl::Status applied = identity.ok()
-                               ? runtime::ApplyGuestIdentity(booted->vm->agent(), *identity,
-                                                             ctx_->options.guest_tool_path)
-                               : identity.status();
-    if (!applied.ok()) {
-      (void)booted->vm->Destroy();
-      return absl::Status(applied.code(), absl::StrCat("the restored guest did not take its "
-                                                       "identity: ",
-                                                       applied.message()));
-    }
-  }
-  std::unique_ptr<runtime::Sandbox> fresh = std::move(booted->vm);
+  ABOX_ASSIGN_OR_RETURN(BootedVm booted,
+                        StartFromCheckpoint(record, files, c, live->generation() + 1, hooks));
+  std::unique_ptr<runtime::Sandbox> fresh = std::move(booted.vm);
   const std::string run_dir = fresh->vm().run_dir();
   const int64_t pid = fresh->vm().pid();
   absl::Status replaced = live->Replace(
@@ -201,6 +172,43 @@ absl::StatusOr<SandboxView> SandboxService::Restore(absl::string_view ref,
   payload["restore_ms"] = absl::ToInt64Milliseconds(absl::Now() - started);
   ctx_->events->Publish(id, "restored", payload);
   return Get(id);
+}
+
+absl::StatusOr<BootedVm> SandboxService::StartFromCheckpoint(const store::SandboxRecord& record,
+                                                             const image::ImageFiles& files,
+                                                             const CheckpointInfo& c, int first_n,
+                                                             std::shared_ptr<VmHooks> hooks) {
+  const std::string& id = record.id;
+  // The first free run dir: "<id>" (first_n 0) or "<id>.<n>" from n = first_n.
+  std::string vm_id = first_n == 0 ? id : absl::StrCat(id, ".", first_n);
+  std::error_code ec;
+  for (int n = std::max(first_n, 0) + 1;
+       std::filesystem::exists(ctx_->layout.SandboxRunDir(vm_id), ec); ++n) {
+    vm_id = absl::StrCat(id, ".", n);
+  }
+  BootRequest boot;
+  boot.vm_id = vm_id;
+  boot.files = files;
+  boot.cpus = record.cpus;
+  boot.memory_mib = record.memory_mib;
+  boot.boot_timeout = ctx_->options.boot_timeout;
+  boot.checkpoint = &c;
+  ABOX_ASSIGN_OR_RETURN(BootedVm booted, BootVm(*ctx_->vmm, ctx_->layout, boot, std::move(hooks)));
+  if (ctx_->options.guest_identity) {
+    // The clock is the checkpoint's, and its RNG state that of every other restore of it.
+    absl::StatusOr<runtime::GuestIdentity> identity = runtime::NewGuestIdentity(id);
+    absl::Status applied = identity.ok()
+                               ? runtime::ApplyGuestIdentity(booted.vm->agent(), *identity,
+                                                             ctx_->options.guest_tool_path)
+                               : identity.status();
+    if (!applied.ok()) {
+      (void)booted.vm->Destroy();
+      return absl::Status(applied.code(), absl::StrCat("the restored guest did not take its "
+                                                       "identity: ",
+                                                       applied.message()));
+    }
+  }
+  return booted;
 }
 
 absl::StatusOr<std::vector<SandboxView>> SandboxService::Fork(absl::string_view ref, int count,

@@ -143,38 +143,15 @@ absl::StatusOr<SandboxView> SandboxService::Resume(absl::string_view ref) {
       ctx_->egress->Stop(id);
     }
   };
-  // Its own run dir if free, else "<id>.<n>" (a crash may have left the old one).
-  std::string vm_id = id;
-  std::error_code ec;
-  for (int n = 1; std::filesystem::exists(ctx_->layout.SandboxRunDir(vm_id), ec); ++n) {
-    vm_id = absl::StrCat(id, ".", n);
-  }
+  // Its own run dir if free, else "<id>.<n>" (a crash may have left the old one); the guest
+  // takes a fresh identity (the clock is the pause's until then).
   auto hooks = std::make_shared<VmHooks>();
-  BootRequest boot;
-  boot.vm_id = vm_id;
-  boot.files = files;
-  boot.cpus = record.cpus;
-  boot.memory_mib = record.memory_mib;
-  boot.boot_timeout = ctx_->options.boot_timeout;
-  boot.checkpoint = &*c;
-  absl::StatusOr<BootedVm> booted = BootVm(*ctx_->vmm, ctx_->layout, boot, hooks);
+  absl::StatusOr<BootedVm> booted = StartFromCheckpoint(record, files, *c, 0, hooks);
   if (!booted.ok()) {
     return absl::Status(booted.status().code(),
                         absl::StrCat("sandbox ", id, " stays paused: ", booted.status().message()));
   }
   absl::Cleanup destroy = [&] { (void)booted->vm->Destroy(); };
-  if (ctx_->options.guest_identity) {
-    // The clock is the pause's until now, and the RNG state that of any other resume of it.
-    ABOX_ASSIGN_OR_RETURN(runtime::GuestIdentity identity, runtime::NewGuestIdentity(id));
-    if (absl::Status s = runtime::ApplyGuestIdentity(booted->vm->agent(), identity,
-                                                     ctx_->options.guest_tool_path);
-        !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("sandbox ", id,
-                                                 " stays paused: the resumed "
-                                                 "guest did not take its identity: ",
-                                                 s.message()));
-    }
-  }
   const std::string run_dir = booted->vm->vm().run_dir();
   const int64_t pid = booted->vm->vm().pid();
   ABOX_RETURN_IF_ERROR(ctx_->sandboxes->SetRunDir(id, run_dir));

@@ -18,6 +18,7 @@
 #include "src/daemon/lifecycle/background_tasks.h"
 #include "src/daemon/lifecycle/pipeline.h"
 #include "src/daemon/lifecycle/sandbox_context.h"
+#include "src/daemon/lifecycle/vm_booter.h"
 #include "src/daemon/services/create_spec.h"
 #include "src/daemon/services/guest_tools_gate.h"
 #include "src/daemon/services/setup_runner.h"
@@ -128,6 +129,13 @@ class SandboxService final {
   // from `record`), its tools leased meanwhile. Callers hold snapshot_mu_.
   absl::StatusOr<CheckpointInfo> SaveCheckpoint(const store::SandboxRecord& record,
                                                 LiveSandbox& live, CheckpointRequest request);
+  // Starts checkpoint `c` of `record` in a new VM reporting through `hooks`, its run dir the
+  // first free of "<id>" (first_n 0) or "<id>.<n>" from first_n on, and gives the guest a fresh
+  // identity (a VM that does not take it is destroyed). Restore and resume.
+  absl::StatusOr<BootedVm> StartFromCheckpoint(const store::SandboxRecord& record,
+                                               const image::ImageFiles& files,
+                                               const CheckpointInfo& c, int first_n,
+                                               std::shared_ptr<VmHooks> hooks);
   // The running sandbox `ref` with its live side, if snapshots are possible for it now.
   absl::StatusOr<std::pair<store::SandboxRecord, std::shared_ptr<LiveSandbox>>> ForSnapshot(
       absl::string_view ref);
