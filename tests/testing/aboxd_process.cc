@@ -32,10 +32,9 @@ DaemonHome::DaemonHome() {
   }
   std::error_code ec;
   std::filesystem::create_directory_symlink(AboxHome() + "/images", path_ + "/images", ec);
-  // Golden templates are shared too: each test's aboxd loads the one the first made (the makes
-  // are serialized by a lock in the folder) instead of booting its own.
-  std::filesystem::create_directories(AboxHome() + "/templates", ec);
-  std::filesystem::create_directory_symlink(AboxHome() + "/templates", path_ + "/templates", ec);
+  // Golden templates are not shared: an aboxd removes the templates it finds stale once no VM
+  // of its own home stands on them, and it cannot see the VMs of the other tests' homes (a
+  // shared folder lost a template under a running test's sandbox). Each home makes its own.
 }
 
 DaemonHome::~DaemonHome() {
@@ -47,8 +46,7 @@ DaemonHome::~DaemonHome() {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   std::error_code ec;
-  std::filesystem::remove(path_ + "/images", ec);  // the links, not the shared folders
-  std::filesystem::remove(path_ + "/templates", ec);
+  std::filesystem::remove(path_ + "/images", ec);  // the link, not the shared folder
   std::filesystem::remove_all(path_, ec);
 }
 

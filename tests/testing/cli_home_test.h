@@ -1,5 +1,5 @@
-// A test of the abox CLI against an aboxd of its own: a private home (images and golden
-// templates linked to the test image's), `abox` run with that home's environment, and at the
+// A test of the abox CLI against an aboxd of its own: a private home (images linked to the test
+// image's; golden templates its own), `abox` run with that home's environment, and at the
 // end every sandbox removed and aboxd stopped. The e2e tests that drive the CLI derive from it.
 #pragma once
 
