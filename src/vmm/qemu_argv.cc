@@ -75,6 +75,10 @@ std::string KernelCmdline(std::optional<uint64_t> tsc_khz, const std::string& ex
   return absl::StrJoin(parts, " ");
 }
 
+std::string FingerprintKernelCmdline(std::optional<uint64_t> tsc_khz, const std::string& extra) {
+  return KernelCmdline(tsc_khz ? std::optional<uint64_t>(0) : std::nullopt, extra);
+}
+
 std::vector<std::string> VmmChildEnvironment() {
   return {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"};
 }

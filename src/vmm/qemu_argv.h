@@ -79,6 +79,13 @@ struct QemuArgvInput {
 // tsc_early_khz (needed under TCG), then `extra`.
 [[nodiscard]] std::string KernelCmdline(std::optional<uint64_t> tsc_khz, const std::string& extra);
 
+// The kernel command line as a state fingerprint counts it: whether tsc_early_khz is there, not
+// its value. Without sysfs the host's TSC is calibrated per process and differs by a few kHz from
+// one aboxd to the next; the value only matters to a booting kernel (a restored guest keeps the
+// calibration it booted with), so it must not make a saved template stale.
+[[nodiscard]] std::string FingerprintKernelCmdline(std::optional<uint64_t> tsc_khz,
+                                                   const std::string& extra);
+
 // The whole environment abox-shim and QEMU (also the KVM probe's QEMU) run with, instead of the
 // caller's: nothing of the user's (API keys, SSH_AUTH_SOCK, proxies) reaches them. QEMU opens no
 // host path by name (the shim hands it descriptors) and spawns nothing, so it needs no HOME or

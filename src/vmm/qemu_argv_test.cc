@@ -179,6 +179,15 @@ TEST(QemuArgvTest, KernelCmdlineCarriesTscAndExtra) {
   EXPECT_THAT(KernelCmdline(std::nullopt, ""), Not(HasSubstr("tsc_early_khz")));
 }
 
+TEST(QemuArgvTest, FingerprintCountsWhetherTscIsGivenNotItsValue) {
+  // Two aboxd processes calibrate the TSC a few kHz apart: their templates must match.
+  EXPECT_EQ(FingerprintKernelCmdline(2596146, "x=1"), FingerprintKernelCmdline(2596201, "x=1"));
+  EXPECT_NE(FingerprintKernelCmdline(2596146, "x=1"),
+            FingerprintKernelCmdline(std::nullopt, "x=1"));
+  EXPECT_NE(FingerprintKernelCmdline(2596146, "x=1"), FingerprintKernelCmdline(2596146, "x=2"));
+  EXPECT_THAT(FingerprintKernelCmdline(2596146, ""), Not(HasSubstr("2596146")));
+}
+
 TEST(PlanPrivilegesTest, NonRootKeepsCredentials) {
   PrivilegePlan plan = PlanPrivileges({.euid = 1000, .accel = Accel::kKvm});
   EXPECT_FALSE(plan.drop.has_value());

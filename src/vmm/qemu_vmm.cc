@@ -247,7 +247,7 @@ absl::StatusOr<std::string> QemuVmm::StateFingerprint(const VmSpec& spec) {
   in.accel = accel.accel;
   in.cpus = spec.cpus;
   in.memory_mib = spec.memory_mib;
-  in.kernel_cmdline = KernelCmdline(TscKhz(), spec.kernel_cmdline_extra);
+  in.kernel_cmdline = FingerprintKernelCmdline(TscKhz(), spec.kernel_cmdline_extra);
   in.overlay_fd = 3;
   in.rootfs_fd = 4;
   for (size_t i = 0; i < spec.disk_layers.size(); ++i) {
