@@ -167,8 +167,8 @@ void AddCheckpointCommands(CLI::App& app, Action* action) {
 
   auto* restore = app.add_subcommand(
       "restore",
-      "Put a running sandbox back as it was at a checkpoint: processes, files and the workspace "
-      "base (running commands end as interrupted)");
+      "Put a sandbox back as it was at a checkpoint: processes, files and the workspace base "
+      "(running commands end as interrupted); a stopped or failed sandbox runs again");
   restore->add_option("id", o->sandbox, "Sandbox id, name or unique id prefix")->required();
   restore->add_option("checkpoint", o->checkpoint, "Checkpoint id, name or unique id prefix")
       ->required();

@@ -241,6 +241,40 @@ TEST_F(DaemonApiTest, RestartMarksASandboxWhoseVmDiedAsFailed) {
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/sandboxes/" + sb));
 }
 
+// A restore or resume the previous aboxd started and died before it recorded: its VM ("<id>.<n>")
+// is nobody's and goes at the next start. A VM of an id without a record (`abox run --direct`)
+// is not aboxd's and stays.
+TEST_F(DaemonApiTest, RestartKillsAVmOfAKnownSandboxThatNoRecordNames) {
+  std::string sb = CreateSandbox();
+  client_.reset();
+  daemon_->Shutdown();
+  abox::testing::FakeVmm fake;
+  auto start = [&](const std::string& id) {
+    abox::vmm::VmSpec spec;
+    spec.id = id;
+    spec.run_dir = dir_.path() + "/sandboxes/" + id;
+    spec.tie_to_caller = false;
+    absl::StatusOr<std::unique_ptr<abox::vmm::Vm>> vm = fake.StartVm(spec);
+    EXPECT_TRUE(vm.ok()) << vm.status();
+    if (vm.ok()) {
+      (void)(*vm)->Detach();
+    }
+    return spec.run_dir;
+  };
+  std::string orphan = start(sb + ".1");
+  std::string direct = start("0123456789ab");
+  daemon_ = std::make_unique<testing::TestDaemon>(dir_.path(), budget_);
+  daemon_->Start();
+  client_ = daemon_->Connect();
+
+  EXPECT_FALSE(abox::testing::FakeVmm::Find(orphan).has_value()) << "the orphan VM runs on";
+  EXPECT_FALSE(std::filesystem::exists(orphan));
+  EXPECT_TRUE(abox::testing::FakeVmm::Find(direct).has_value());
+  EXPECT_EQ(Call("GET", "/v1/sandboxes/" + sb).Json()["state"], "ready");
+  std::string exec = StartExec(sb, {{"argv", {"echo", "still here"}}});
+  EXPECT_EQ(Joined(ReadOutput(sb, exec), "stdout"), "still here\n");
+}
+
 TEST_F(DaemonApiTest, AVmThatDiesFailsTheSandboxAndItsExecs) {
   std::string sb = CreateSandbox();
   std::string exec = StartExec(sb, {{"argv", {"sleep", "100"}}});

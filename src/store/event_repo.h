@@ -26,6 +26,7 @@ inline constexpr char kStopped[] = "stopped";
 inline constexpr char kRemoved[] = "removed";
 inline constexpr char kPaused[] = "paused";
 inline constexpr char kResumed[] = "resumed";
+inline constexpr char kRestored[] = "restored";
 }  // namespace event_type
 
 struct Event {

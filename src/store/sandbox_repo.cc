@@ -315,7 +315,7 @@ absl::Status SandboxRepo::Delete(absl::string_view id) {
 
 absl::StatusOr<std::vector<ExpiredSandbox>> SandboxRepo::Expired(absl::Time now) {
   constexpr char kTtlDue[] =
-      "(state IN ('creating', 'ready') AND ttl_seconds > 0 "
+      "(state IN ('creating', 'ready', 'paused') AND ttl_seconds > 0 "
       "AND created_at + ttl_seconds * 1000 <= :now)";
   constexpr char kIdleDue[] =
       "(state = 'ready' AND idle_timeout_seconds > 0 "

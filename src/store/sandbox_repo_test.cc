@@ -315,6 +315,25 @@ TEST_F(SandboxRepoTest, ExpiredFindsTtlAndIdleTimeouts) {
   EXPECT_EQ(repo_->Expired(start + absl::Seconds(60))->size(), 1u);
 }
 
+TEST_F(SandboxRepoTest, TtlCountsWhilePausedIdleTimeDoesNot) {
+  const absl::Time start = clock_.now();
+  SandboxRecord ttl = Sandbox("aaaaaaaaaaaa");
+  ttl.ttl_seconds = 60;
+  SandboxRecord idle = Sandbox("bbbbbbbbbbbb");
+  idle.idle_timeout_seconds = 30;  // paused because it was idle: it stays paused
+  for (const auto& s : {ttl, idle}) {
+    ASSERT_TRUE(repo_->Insert(s).ok());
+    ASSERT_TRUE(repo_->UpdateState(s.id, SandboxState::kReady).ok());
+    ASSERT_TRUE(repo_->UpdateState(s.id, SandboxState::kPaused).ok());
+  }
+  EXPECT_TRUE(repo_->Expired(start + absl::Seconds(59))->empty());
+  auto at60 = repo_->Expired(start + absl::Seconds(60));
+  ASSERT_TRUE(at60.ok()) << at60.status();
+  ASSERT_EQ(at60->size(), 1u);
+  EXPECT_EQ((*at60)[0].sandbox.id, "aaaaaaaaaaaa");
+  EXPECT_EQ((*at60)[0].reason, ExpiryReason::kTtl);
+}
+
 TEST_F(SandboxRepoTest, TtlCountsWhileCreating) {
   SandboxRecord s = Sandbox("0123456789ab");
   s.ttl_seconds = 10;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -51,6 +52,21 @@ class CliHomeTest : public ::testing::Test {
     AboxResult r = Abox({"exec", id, "--", "sh", "-c", script});
     EXPECT_EQ(r.exit_code, 0) << script << ": " << r.err;
     return std::string(absl::StripAsciiWhitespace(r.out));
+  }
+
+  // A background process that keeps counting in /tmp/count (it outlives the exec that started
+  // it), once it has counted at least once.
+  void StartCounter(const std::string& id) {
+    Sh(id,
+       "nohup sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done' "
+       ">/dev/null 2>&1 &");
+    Sh(id, "while [ ! -s /tmp/count ]; do sleep 0.05; done");
+  }
+
+  int Count(const std::string& id) {
+    int n = -1;
+    EXPECT_TRUE(absl::SimpleAtoi(Sh(id, "cat /tmp/count"), &n));
+    return n;
   }
 
   // The payloads of the "ready" events seen so far, by sandbox id (read until `last_id`'s shows).

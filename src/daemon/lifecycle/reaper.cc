@@ -42,7 +42,7 @@ void Reaper::ReapNow() {
     return;
   }
   for (const store::ExpiredSandbox& e : *expired) {
-    if (e.sandbox.state != SandboxState::kReady) {
+    if (e.sandbox.state != SandboxState::kReady && e.sandbox.state != SandboxState::kPaused) {
       continue;  // still booting: checked again once ready
     }
     stop_(e.sandbox.id, ExpiryReasonText(e),

@@ -27,6 +27,11 @@ const std::vector<TransitionRule>& TransitionTable() {
       {S::kPaused, S::kStopped, event::kStopped, "stopped while paused: the saved state goes"},
       {S::kPaused, S::kRemoved, event::kRemoved, "removed: the record and its history go"},
       {S::kPaused, S::kFailed, event::kFailed, "its saved state is gone"},
+      {S::kStopped, S::kReady, event::kRestored,
+       "restored from one of its checkpoints into a new VM (abox restore)"},
+      {S::kFailed, S::kReady, event::kRestored,
+       "restored from one of its checkpoints into a new VM (abox restore): nothing is lost when "
+       "its VM died"},
   };
   return *table;
 }
@@ -100,6 +105,13 @@ const std::vector<OperationRule>& OperationTable() {
       {O::kSnapshot, S::kStopped, V::kRefuse, kNoSnapshot},
       {O::kSnapshot, S::kFailed, V::kRefuse, kNoSnapshot},
       {O::kSnapshot, S::kPaused, V::kRefuse, kResumeFirst},
+
+      {O::kRestore, S::kReady, V::kAllow, ""},
+      {O::kRestore, S::kStopped, V::kAllow, ""},
+      {O::kRestore, S::kFailed, V::kAllow, ""},
+      {O::kRestore, S::kCreating, V::kRefuse, ": wait until it is ready, then retry"},
+      {O::kRestore, S::kStopping, V::kRefuse, ": retry once it is stopped"},
+      {O::kRestore, S::kPaused, V::kRefuse, kResumeFirst},
 
       {O::kPause, S::kReady, V::kAllow, ""},
       {O::kPause, S::kPaused, V::kAlreadyDone, ""},

@@ -38,7 +38,8 @@ enum class Operation {
   kStop,
   kRemove,
   kForceRemove,  // remove, stopping it first if it runs
-  kSnapshot,     // checkpoint, restore a checkpoint, fork
+  kSnapshot,     // checkpoint, fork
+  kRestore,      // restore a checkpoint (also into a stopped or failed sandbox)
   kPause,        // save to disk and free the VM
   kResume,       // bring a paused sandbox back
 };

@@ -33,7 +33,8 @@ const std::set<std::pair<SandboxState, SandboxState>>& Expected() {
       {S::kCreating, S::kReady}, {S::kCreating, S::kFailed},  {S::kReady, S::kStopping},
       {S::kReady, S::kFailed},   {S::kStopping, S::kStopped}, {S::kStopped, S::kRemoved},
       {S::kFailed, S::kRemoved}, {S::kReady, S::kPaused},     {S::kPaused, S::kReady},
-      {S::kPaused, S::kStopped}, {S::kPaused, S::kRemoved},   {S::kPaused, S::kFailed}};
+      {S::kPaused, S::kStopped}, {S::kPaused, S::kRemoved},   {S::kPaused, S::kFailed},
+      {S::kStopped, S::kReady},  {S::kFailed, S::kReady}};
   return *expected;
 }
 
@@ -92,10 +93,24 @@ TEST(OperationTableTest, PausedSandboxesResumeStopOrGoWithForce) {
               HasSubstr("only ready sandboxes can be paused"));
 }
 
+// A restore brings back a sandbox whose VM is gone (stopped, or failed because QEMU died) from
+// one of its checkpoints; a paused one is resumed instead.
+TEST(OperationTableTest, RestoreRevivesStoppedAndFailedSandboxes) {
+  for (SandboxState state : {SandboxState::kReady, SandboxState::kStopped, SandboxState::kFailed}) {
+    EXPECT_EQ(Decide(Operation::kRestore, In(state)).verdict, Verdict::kAllow)
+        << store::SandboxStateName(state);
+  }
+  EXPECT_THAT(Decide(Operation::kRestore, In(SandboxState::kPaused)).refusal.message(),
+              HasSubstr("abox resume 0123456789ab"));
+  EXPECT_EQ(Decide(Operation::kSnapshot, In(SandboxState::kFailed)).verdict, Verdict::kRefuse);
+  EXPECT_STREQ(FindTransition(SandboxState::kFailed, SandboxState::kReady)->event, "restored");
+  EXPECT_STREQ(FindTransition(SandboxState::kStopped, SandboxState::kReady)->event, "restored");
+}
+
 TEST(OperationTableTest, EveryOperationHasAVerdictForEveryLiveState) {
-  for (Operation op :
-       {Operation::kExec, Operation::kWorkspace, Operation::kStop, Operation::kRemove,
-        Operation::kForceRemove, Operation::kSnapshot, Operation::kPause, Operation::kResume}) {
+  for (Operation op : {Operation::kExec, Operation::kWorkspace, Operation::kStop,
+                       Operation::kRemove, Operation::kForceRemove, Operation::kSnapshot,
+                       Operation::kRestore, Operation::kPause, Operation::kResume}) {
     for (SandboxState state : kAll) {
       if (state == SandboxState::kRemoved) {
         continue;  // no record left to ask about

@@ -119,15 +119,36 @@ absl::Status SandboxService::RemoveCheckpoint(absl::string_view ref,
 
 absl::StatusOr<SandboxView> SandboxService::Restore(absl::string_view ref,
                                                     const std::string& checkpoint) {
+  if (ctx_->checkpoints == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("the ", ctx_->vmm->name(), " VMM cannot restore sandboxes"));
+  }
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord found, ctx_->sandboxes->Resolve(ref));
+  Decision d = Decide(Operation::kRestore, found);
+  if (d.verdict != Verdict::kAllow) {
+    return d.refusal;
+  }
+  auto matching = [&](const store::SandboxRecord& record) -> absl::StatusOr<CheckpointInfo> {
+    ABOX_ASSIGN_OR_RETURN(CheckpointInfo c, ctx_->checkpoints->Find(record.id, checkpoint));
+    if (c.pause) {
+      return absl::NotFoundError(
+          absl::StrCat("sandbox ", record.id, " has no checkpoint named ", checkpoint));
+    }
+    if (c.image != record.image || c.cpus != record.cpus || c.memory_mib != record.memory_mib) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint ", c.name, " was taken of image ", c.image, " with ", c.cpus, " CPUs and ",
+          c.memory_mib, " MiB; sandbox ", record.id, " runs image ", record.image, " with ",
+          record.cpus, " CPUs and ", record.memory_mib, " MiB"));
+    }
+    return c;
+  };
+  if (found.state == SandboxState::kStopped || found.state == SandboxState::kFailed) {
+    ABOX_ASSIGN_OR_RETURN(CheckpointInfo c, matching(found));
+    return RestoreStopped(found, c);
+  }
   ABOX_ASSIGN_OR_RETURN(auto target, ForSnapshot(ref));
   auto& [record, live] = target;
-  ABOX_ASSIGN_OR_RETURN(CheckpointInfo c, ctx_->checkpoints->Find(record.id, checkpoint));
-  if (c.image != record.image || c.cpus != record.cpus || c.memory_mib != record.memory_mib) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint ", c.name, " was taken of image ", c.image, " with ", c.cpus,
-                     " CPUs and ", c.memory_mib, " MiB; sandbox ", record.id, " runs image ",
-                     record.image, " with ", record.cpus, " CPUs and ", record.memory_mib, " MiB"));
-  }
+  ABOX_ASSIGN_OR_RETURN(CheckpointInfo c, matching(record));
   ABOX_ASSIGN_OR_RETURN(image::ImageFiles files, OpenImage(record.image));
   std::lock_guard one_at_a_time(snapshot_mu_);
   absl::Time started = absl::Now();
@@ -142,6 +163,28 @@ absl::StatusOr<SandboxView> SandboxService::Restore(absl::string_view ref,
   std::unique_ptr<runtime::Sandbox> fresh = std::move(booted.vm);
   const std::string run_dir = fresh->vm().run_dir();
   const int64_t pid = fresh->vm().pid();
+  // The record names the new VM before the old one ends: if aboxd dies at any point, the next
+  // one re-attaches to the VM the record names and kills the other (CollectOrphanVms), so the
+  // sandbox is either as it was or restored. The workspace base follows before the switch too.
+  absl::Status switched = ctx_->sandboxes->SetRunDir(id, run_dir);
+  if (switched.ok()) {
+    switched = ctx_->sandboxes->SetVm(id, pid, record.accel);
+  }
+  if (switched.ok() && c.workspace && ctx_->workspaces != nullptr) {
+    switched = ctx_->workspaces->RestoreStateFrom(id, c.workspace_dir());
+  }
+  if (!switched.ok()) {
+    // The old VM still runs: it stays the sandbox's.
+    (void)fresh->Destroy();
+    ctx_->recorder->Note(ctx_->sandboxes->SetRunDir(id, record.run_dir),
+                         absl::StrCat("restoring the run dir of ", id));
+    ctx_->recorder->Note(ctx_->sandboxes->SetVm(id, record.vmm_pid, record.accel),
+                         absl::StrCat("restoring the VM of ", id));
+    return absl::Status(switched.code(), absl::StrCat("restoring checkpoint ", c.name,
+                                                      " failed (the sandbox is as "
+                                                      "it was): ",
+                                                      switched.message()));
+  }
   absl::Status replaced = live->Replace(
       absl::StrCat("the sandbox was restored to checkpoint ", c.name),
       [&]() -> absl::StatusOr<std::unique_ptr<runtime::Sandbox>> { return std::move(fresh); });
@@ -149,13 +192,6 @@ absl::StatusOr<SandboxView> SandboxService::Restore(absl::string_view ref,
     // Failures of the old VM are stale now (its generation is past); the new one's count.
     hooks->Route(FailureCallback(id, live->generation()),
                  ctx_->egress != nullptr ? ctx_->egress->TunnelHandler(id) : nullptr);
-    replaced = ctx_->sandboxes->SetRunDir(id, run_dir);
-  }
-  if (replaced.ok()) {
-    replaced = ctx_->sandboxes->SetVm(id, pid, record.accel);
-  }
-  if (replaced.ok() && c.workspace && ctx_->workspaces != nullptr) {
-    replaced = ctx_->workspaces->RestoreStateFrom(id, c.workspace_dir());
   }
   if (!replaced.ok()) {
     std::string why =
@@ -172,6 +208,33 @@ absl::StatusOr<SandboxView> SandboxService::Restore(absl::string_view ref,
   payload["restore_ms"] = absl::ToInt64Milliseconds(absl::Now() - started);
   ctx_->events->Publish(id, "restored", payload);
   return Get(id);
+}
+
+absl::StatusOr<SandboxView> SandboxService::RestoreStopped(const store::SandboxRecord& found,
+                                                           const CheckpointInfo& c) {
+  std::lock_guard one_at_a_time(resume_mu_);
+  // Again under the lock: a concurrent restore or remove may have come first.
+  ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Get(found.id));
+  if (record.state != SandboxState::kStopped && record.state != SandboxState::kFailed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(StateText(record), ": it was started again meanwhile"));
+  }
+  ABOX_ASSIGN_OR_RETURN(image::ImageFiles files, OpenImage(record.image));
+  absl::Time started = absl::Now();
+  absl::Status back = BringBack(record, files, c, /*restore_workspace=*/true, [&] {
+    nlohmann::json payload = CheckpointPayload(c);
+    payload["restore_ms"] = absl::ToInt64Milliseconds(absl::Now() - started);
+    payload["was"] = store::SandboxStateName(record.state);
+    return payload;
+  });
+  if (!back.ok()) {
+    return absl::Status(
+        back.code(),
+        absl::StrCat("restoring checkpoint ", c.name, " failed (sandbox ", record.id, " stays ",
+                     store::SandboxStateName(record.state), "): ", back.message()));
+  }
+  spdlog::info("sandbox {} runs again from checkpoint {}", record.id, c.id);
+  return Get(record.id);
 }
 
 absl::StatusOr<BootedVm> SandboxService::StartFromCheckpoint(const store::SandboxRecord& record,

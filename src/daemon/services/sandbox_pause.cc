@@ -127,8 +127,24 @@ absl::StatusOr<SandboxView> SandboxService::Resume(absl::string_view ref) {
   }
   ABOX_ASSIGN_OR_RETURN(image::ImageFiles files, OpenImage(record.image));
   absl::Time started = absl::Now();
+  absl::Status back = BringBack(record, files, *c, /*restore_workspace=*/false, [&] {
+    return nlohmann::json{{"checkpoint", c->id},
+                          {"resume_ms", absl::ToInt64Milliseconds(absl::Now() - started)}};
+  });
+  if (!back.ok()) {
+    return absl::Status(back.code(),
+                        absl::StrCat("sandbox ", id, " stays paused: ", back.message()));
+  }
+  spdlog::info("resumed sandbox {} from {}", id, c->id);
+  return Get(id);
+}
 
-  // Everything below is undone, in reverse, unless the resume completes.
+absl::Status SandboxService::BringBack(const store::SandboxRecord& record,
+                                       const image::ImageFiles& files, const CheckpointInfo& c,
+                                       bool restore_workspace,
+                                       const std::function<nlohmann::json()>& payload) {
+  const std::string& id = record.id;
+  // Everything below is undone, in reverse, unless the sandbox is ready again.
   ABOX_RETURN_IF_ERROR(ctx_->pool != nullptr
                            ? ctx_->pool->ReserveGivingWay(id, record.cpus, record.memory_mib)
                            : ctx_->ledger->Reserve(id, record.cpus, record.memory_mib));
@@ -144,18 +160,17 @@ absl::StatusOr<SandboxView> SandboxService::Resume(absl::string_view ref) {
     }
   };
   // Its own run dir if free, else "<id>.<n>" (a crash may have left the old one); the guest
-  // takes a fresh identity (the clock is the pause's until then).
+  // takes a fresh identity (the clock is the checkpoint's until then).
   auto hooks = std::make_shared<VmHooks>();
-  absl::StatusOr<BootedVm> booted = StartFromCheckpoint(record, files, *c, 0, hooks);
-  if (!booted.ok()) {
-    return absl::Status(booted.status().code(),
-                        absl::StrCat("sandbox ", id, " stays paused: ", booted.status().message()));
-  }
-  absl::Cleanup destroy = [&] { (void)booted->vm->Destroy(); };
-  const std::string run_dir = booted->vm->vm().run_dir();
-  const int64_t pid = booted->vm->vm().pid();
+  ABOX_ASSIGN_OR_RETURN(BootedVm booted, StartFromCheckpoint(record, files, c, 0, hooks));
+  absl::Cleanup destroy = [&] { (void)booted.vm->Destroy(); };
+  const std::string run_dir = booted.vm->vm().run_dir();
+  const int64_t pid = booted.vm->vm().pid();
   ABOX_RETURN_IF_ERROR(ctx_->sandboxes->SetRunDir(id, run_dir));
   ABOX_RETURN_IF_ERROR(ctx_->sandboxes->SetVm(id, pid, record.accel));
+  if (restore_workspace && c.workspace && ctx_->workspaces != nullptr) {
+    ABOX_RETURN_IF_ERROR(ctx_->workspaces->RestoreStateFrom(id, c.workspace_dir()));
+  }
   ABOX_ASSIGN_OR_RETURN(std::shared_ptr<LiveSandbox> live, ctx_->registry->Add(id));
   // The live sandbox owns the VM, its reservation and its proxy from here on (a failure below
   // tears them down through it), and takes the VM before the record says ready: a stop that sees
@@ -163,26 +178,24 @@ absl::StatusOr<SandboxView> SandboxService::Resume(absl::string_view ref) {
   std::move(destroy).Cancel();
   std::move(stop_egress).Cancel();
   std::move(release).Cancel();
-  live->Adopt(std::move(booted->vm));
+  live->Adopt(std::move(booted.vm));
   hooks->Route(FailureCallback(id, live->generation()),
                ctx_->egress != nullptr ? ctx_->egress->TunnelHandler(id) : nullptr);
-  nlohmann::json payload = {{"checkpoint", c->id},
-                            {"resume_ms", absl::ToInt64Milliseconds(absl::Now() - started)}};
-  if (absl::Status ready = ctx_->recorder->Transition(id, SandboxState::kPaused,
-                                                      SandboxState::kReady, std::move(payload));
+  if (absl::Status ready =
+          ctx_->recorder->Transition(id, record.state, SandboxState::kReady, payload());
       !ready.ok()) {
-    ctx_->recorder->Note(TearDown(live, "the resume failed", /*detach=*/false),
+    ctx_->recorder->Note(TearDown(live, "it could not be made ready again", /*detach=*/false),
                          absl::StrCat("ending the VM of ", id));
     return ready;
   }
-  ctx_->recorder->Note(ctx_->sandboxes->Touch(id), absl::StrCat("resuming ", id));
-  spdlog::info("resumed sandbox {} from {}", id, c->id);
-  return Get(id);
+  ctx_->recorder->Note(ctx_->sandboxes->Touch(id), absl::StrCat("starting ", id, " again"));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<SandboxView> SandboxService::StopPaused(const store::SandboxRecord& record) {
+absl::StatusOr<SandboxView> SandboxService::StopPaused(const store::SandboxRecord& record,
+                                                       nlohmann::json stopped_payload) {
   ABOX_RETURN_IF_ERROR(ctx_->recorder->Transition(
-      record.id, SandboxState::kPaused, SandboxState::kStopped, {{"reason", "stop requested"}}));
+      record.id, SandboxState::kPaused, SandboxState::kStopped, std::move(stopped_payload)));
   if (ctx_->checkpoints != nullptr) {
     RemoveOldPauses(*ctx_->checkpoints, record.id, "");  // a stopped sandbox never resumes
   }

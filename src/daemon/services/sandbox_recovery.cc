@@ -1,6 +1,11 @@
 // SandboxService across aboxd restarts: Recover at start, Shutdown at the end.
+#include <filesystem>
+#include <map>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "spdlog/spdlog.h"
+#include "src/base/fenced_remove.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/services/create_job.h"
 #include "src/daemon/services/sandbox_service.h"
@@ -100,7 +105,44 @@ absl::Status SandboxService::Recover() {
     spdlog::info("recovery: re-attached to sandbox {}", r.id);
     ctx_->events->Publish(r.id, "reattached", {{"vmm_pid", r.vmm_pid}});
   }
+  CollectOrphanVms();
   return absl::OkStatus();
+}
+
+void SandboxService::CollectOrphanVms() {
+  // Every record's current run dir, by sandbox id (any state).
+  absl::StatusOr<std::vector<store::SandboxRecord>> all = ctx_->sandboxes->List({});
+  if (!all.ok()) {
+    spdlog::warn("recovery: not looking for orphan VMs: {}", all.status().ToString());
+    return;
+  }
+  std::map<std::string, std::filesystem::path> current;
+  for (const store::SandboxRecord& r : *all) {
+    current[r.id] = std::filesystem::path(r.run_dir).lexically_normal();
+  }
+  // A VM of a known sandbox in a run dir its record does not name: a restore, resume or boot
+  // the previous aboxd started and died before it recorded ("<id>" or "<id>.<n>"). It belongs
+  // to no one: it goes, with its files. (Run dirs of ids without a record are not ours to
+  // judge here: `abox run --direct`'s VMs, the pool's, whose leftovers the pool collects.)
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(ctx_->layout.SandboxesDir(), ec)) {
+    const std::string name = e.path().filename().string();
+    std::string id = std::vector<std::string>(absl::StrSplit(name, absl::MaxSplits('.', 1)))[0];
+    auto it = current.find(id);
+    if (it == current.end() || it->second == e.path().lexically_normal()) {
+      continue;
+    }
+    if (auto vm = ctx_->vmm->Attach(e.path().string()); vm.ok()) {
+      spdlog::warn(
+          "recovery: killing VM {} of sandbox {}: no record names it (aboxd died "
+          "while starting it)",
+          name, id);
+      ctx_->recorder->Note((*vm)->Kill(), absl::StrCat("recovery: killing orphan VM ", name));
+    }
+    if (absl::Status s = base::RemoveUnder(ctx_->layout.home, e.path()); !s.ok()) {
+      spdlog::warn("recovery: removing {}: {}", e.path().string(), s.ToString());
+    }
+  }
 }
 
 void SandboxService::EndCreates() {

@@ -106,7 +106,7 @@ absl::StatusOr<SandboxView> SandboxService::Stop(absl::string_view ref) {
     return decision.refusal;
   }
   if (record.state == SandboxState::kPaused) {
-    return StopPaused(record);
+    return StopPaused(record, {{"reason", "stop requested"}});
   }
   std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(record.id);
   if (live == nullptr || !live->BeginStop()) {
@@ -129,8 +129,18 @@ void SandboxService::StopExpired(const std::string& id, const std::string& reaso
                  paused.status().ToString());
   }
   std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(id);
-  if (live == nullptr || !live->BeginStop()) {
-    return;  // booting (checked again once ready), or already stopping
+  if (live == nullptr) {
+    // A TTL passes while the sandbox is paused too: it stops, and its saved state goes.
+    absl::StatusOr<store::SandboxRecord> record = ctx_->sandboxes->Get(id);
+    if (record.ok() && record->state == SandboxState::kPaused && expiry == "ttl") {
+      spdlog::info("stopping paused sandbox {}: {}", id, reason);
+      ctx_->recorder->Note(StopPaused(*record, {{"reason", reason}, {"expiry", expiry}}).status(),
+                           absl::StrCat("stopping expired sandbox ", id));
+    }
+    return;  // else booting (checked again once ready)
+  }
+  if (!live->BeginStop()) {
+    return;  // already stopping
   }
   spdlog::info("stopping sandbox {}: {}", id, reason);
   ctx_->recorder->Note(StopLive(live, absl::StrCat("the sandbox was stopped: ", reason),

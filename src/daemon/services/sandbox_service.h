@@ -45,7 +45,8 @@ class SandboxService final {
 
   // After a daemon start, before serving: execs left running become interrupted, running
   // sandboxes are re-attached (or marked failed with the reason when their VM died), booting
-  // and stopping ones are finished off.
+  // and stopping ones are finished off, and VMs of known sandboxes that no record names (a
+  // restore or resume cut short) are killed.
   [[nodiscard]] absl::Status Recover();
 
   using AcceptedFn = std::function<void(const SandboxView&)>;
@@ -77,8 +78,10 @@ class SandboxService final {
                                                           const std::string& name);
   [[nodiscard]] absl::StatusOr<std::vector<CheckpointInfo>> Checkpoints(absl::string_view ref);
   [[nodiscard]] absl::Status RemoveCheckpoint(absl::string_view ref, const std::string& checkpoint);
-  // Puts a running sandbox back as it was at the checkpoint: its VM is replaced (running
-  // commands end as interrupted), its workspace base is the checkpoint's.
+  // Puts a sandbox back as it was at the checkpoint: a running one's VM is replaced (running
+  // commands end as interrupted); a stopped or failed one (its VM gone) runs again, in a new VM
+  // (nothing is lost when QEMU dies: its checkpoints bring it back). Its workspace base is the
+  // checkpoint's.
   [[nodiscard]] absl::StatusOr<SandboxView> Restore(absl::string_view ref,
                                                     const std::string& checkpoint);
   // `count` new sandboxes from a checkpoint of a running one, each with its own disk,
@@ -136,6 +139,17 @@ class SandboxService final {
                                                const image::ImageFiles& files,
                                                const CheckpointInfo& c, int first_n,
                                                std::shared_ptr<VmHooks> hooks);
+  // Makes `record` (paused, stopped or failed: no VM) ready again from checkpoint `c`: reserves
+  // its capacity (pooled VMs give way), starts its egress proxy, starts the checkpoint in a new
+  // VM with a fresh identity, records it (and, with restore_workspace, the checkpoint's
+  // workspace base), and records `ready` with `payload()` in the transition's event. Undone on
+  // failure: the sandbox stays as it was. Callers hold resume_mu_.
+  absl::Status BringBack(const store::SandboxRecord& record, const image::ImageFiles& files,
+                         const CheckpointInfo& c, bool restore_workspace,
+                         const std::function<nlohmann::json()>& payload);
+  // Restore of a stopped or failed sandbox (see Restore).
+  absl::StatusOr<SandboxView> RestoreStopped(const store::SandboxRecord& record,
+                                             const CheckpointInfo& c);
   // The running sandbox `ref` with its live side, if snapshots are possible for it now.
   absl::StatusOr<std::pair<store::SandboxRecord, std::shared_ptr<LiveSandbox>>> ForSnapshot(
       absl::string_view ref);
@@ -144,7 +158,8 @@ class SandboxService final {
   // The view of a sandbox the API returns.
   api::SandboxLive LiveOf(const std::string& id);
   // paused -> stopped: its saved state goes.
-  absl::StatusOr<SandboxView> StopPaused(const store::SandboxRecord& record);
+  absl::StatusOr<SandboxView> StopPaused(const store::SandboxRecord& record,
+                                         nlohmann::json stopped_payload);
   // ready -> stopping, teardown, stopping -> stopped with `stopped_payload`.
   absl::Status StopLive(const std::shared_ptr<LiveSandbox>& live, const std::string& reason,
                         nlohmann::json stopped_payload);
@@ -153,6 +168,9 @@ class SandboxService final {
   absl::Status TearDown(const std::shared_ptr<LiveSandbox>& live, const std::string& reason,
                         bool detach);
   void OnAgentFailure(const std::string& id, int generation, const absl::Status& status);
+  // Part of Recover: kills and removes run dirs "<id>" / "<id>.<n>" of recorded sandboxes that
+  // their record does not name.
+  void CollectOrphanVms();
   // The agent's failure callback for sandbox `id`'s VM number `generation` (see
   // LiveSandbox::generation): moves the work to the timer thread.
   std::function<void(const absl::Status&)> FailureCallback(const std::string& id,
