@@ -103,12 +103,12 @@ int main(int argc, char** argv) {
   nlohmann::json results;
   std::vector<std::pair<std::string, std::string>> table;
 
-  // 1. Cold `abox run -- true`, end to end through the CLI.
+  // 1. Cold `abox run --direct -- true`, end to end through the CLI (no aboxd).
   if (!abox_bin.empty()) {
     std::vector<double> walls;
     for (int i = 0; i < runs; ++i) {
       auto t0 = Clock::now();
-      auto r = abox::base::RunCommand({abox_bin, "run", "--no-stdin", "--", "true"});
+      auto r = abox::base::RunCommand({abox_bin, "run", "--direct", "--no-stdin", "--", "true"});
       if (!r.ok() || r->status.ShellCode() != 0) {
         std::fprintf(stderr, "abox run failed: %s\n", r.ok() ? r->err.c_str() : "spawn");
         return 1;

@@ -155,8 +155,17 @@ int Exec(const ExecOptions& o) {
   // (Before, Ctrl-C just ends abox: a daemon being started carries on in the background.)
   // Blocked before any thread starts, so that only the SignalForwarder sees them.
   BlockHandledSignals();
+  return RelayExec(**output, o.sandbox, *body);
+}
+
+}  // namespace
+
+int RelayExec(client::ApiClient& output_api, const std::string& sandbox,
+              const api::ExecCreate& body) {
+  client::ApiClient* output = &output_api;
+  const bool tty = body.pty.has_value();
   absl::StatusOr<client::ApiResponse> started =
-      (*output)->Post(client::SandboxPath(o.sandbox, "/execs"), api::ToJson(*body));
+      output->Post(client::SandboxPath(sandbox, "/execs"), api::ToJson(body));
   if (!started.ok()) {
     return Fail(started.status(), kExitAboxFailure);
   }
@@ -166,11 +175,11 @@ int Exec(const ExecOptions& o) {
     return Fail(exec.status(), kExitAboxFailure);
   }
   std::string exec_path =
-      client::ExecPath(exec->sandbox_id.empty() ? o.sandbox : exec->sandbox_id, exec->id);
+      client::ExecPath(exec->sandbox_id.empty() ? sandbox : exec->sandbox_id, exec->id);
   absl::StatusOr<std::unique_ptr<client::ApiClient>> input =
-      client::ApiClient::Create((*output)->socket_path());
+      client::ApiClient::Create(output->socket_path());
   absl::StatusOr<std::unique_ptr<client::ApiClient>> control_api =
-      client::ApiClient::Create((*output)->socket_path());
+      client::ApiClient::Create(output->socket_path());
   if (!input.ok() || !control_api.ok()) {
     return Fail(input.ok() ? control_api.status() : input.status(), kExitAboxFailure);
   }
@@ -189,23 +198,23 @@ int Exec(const ExecOptions& o) {
             }
             interrupted = true;
             std::fprintf(stderr, "\nabox: interrupted again: leaving (aboxd stops the command)\n");
-            (*output)->Cancel();
+            output->Cancel();
             return false;
           },
       .on_resize =
           [&] {
-            if (std::optional<WindowSize> size = TerminalSize(); size && o.tty) {
+            if (std::optional<WindowSize> size = TerminalSize(); size && tty) {
               control.Resize(*size);
             }
           },
   });
   std::optional<RawTerminal> raw;
-  if (o.tty && !o.no_stdin) {  // without stdin, keys must keep working locally (Ctrl-C)
+  if (tty && body.stdin_open) {  // without stdin, keys must keep working locally (Ctrl-C)
     raw.emplace();
   }
   base::UniqueFd stop_stdin(::eventfd(0, EFD_CLOEXEC));
   std::thread stdin_thread;
-  if (!o.no_stdin) {
+  if (body.stdin_open) {
     stdin_thread = std::thread(PumpStdin, std::ref(**input), exec_path, stop_stdin.get());
   }
 
@@ -213,7 +222,7 @@ int Exec(const ExecOptions& o) {
   absl::Status undecodable;
   bool stdout_broken = false;
   absl::Status streamed =
-      (*output)->StreamNdjson(absl::StrCat(exec_path, "/output"), [&](const nlohmann::json& json) {
+      output->StreamNdjson(absl::StrCat(exec_path, "/output"), [&](const nlohmann::json& json) {
         absl::StatusOr<api::OutputLine> line = api::DecodeOutputLine(json);
         if (!line.ok()) {
           undecodable = client::AnswerError(line.status(), "GET .../output");
@@ -266,6 +275,8 @@ int Exec(const ExecOptions& o) {
   }
   return PrintExitReport(ReportExecEnd(*ended));
 }
+
+namespace {
 
 void AddCommonOptions(CLI::App* cmd, ExecOptions* o) {
   cmd->add_option("-e,--env", o->env_items, "Set an environment variable (NAME=VALUE, repeatable)")

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "src/api/exec.h"
 #include "src/cli/command.h"
+#include "src/client/api_client.h"
 
 namespace abox::cli {
 
@@ -15,5 +17,12 @@ namespace abox::cli {
 // whether there was a `--`); without one, everything after the sandbox id is the command.
 void AddExecCommands(CLI::App& app, Action* action, const std::vector<std::string>* tail,
                      const bool* has_tail);
+
+// Starts `body` in `sandbox` through `api` and relays it until it ends: output to our stdout and
+// stderr, our stdin (when body.stdin_open), signals (the first of a kind to the command, a second
+// leaves) and, with a PTY, raw mode and window size. Returns the exit status to use (the
+// command's, or kExitAboxFailure with the error printed). The caller blocked the handled
+// signals (BlockHandledSignals) before starting any thread.
+int RelayExec(client::ApiClient& api, const std::string& sandbox, const api::ExecCreate& body);
 
 }  // namespace abox::cli

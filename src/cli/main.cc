@@ -27,26 +27,17 @@
 
 namespace {
 
-constexpr char kRunFooter[] =
-    R"(Exit status: the command's own exit code, 128+N when it was killed by signal N,
-124 when --timeout killed it, 125 when abox or the VM failed (the error names the
-console log), 126/127 when the command could not be run or was not found, and 130
-when a second Ctrl-C tore the VM down.
-Ctrl-C (and SIGTERM/SIGHUP/SIGQUIT) is forwarded to the command; a second one stops the VM.
-
-Example: abox run -e FOO=bar --timeout 60 -- sh -c 'echo $FOO; uname -r'
-)";
-
 constexpr char kAppFooter[] =
-    R"(`abox run` boots a throwaway VM for one command, directly. The other sandbox commands
-(create, exec, shell, ls, inspect, logs, stop, rm, events, egress) talk to aboxd, the per-user
-daemon that keeps sandboxes; the first of them starts it (see `abox daemon --help`).
+    R"(The sandbox commands (run, create, exec, shell, ls, inspect, logs, stop, rm, events, egress,
+checkpoint, pause) talk to aboxd, the per-user daemon that keeps sandboxes; the first of them
+starts it (see `abox daemon --help`). `abox run --direct` boots a VM without aboxd.
 
 Environment: ABOX_HOME (images, sandboxes, logs; default ~/.local/share/abox),
 ABOX_SOCKET (aboxd's socket; default $XDG_RUNTIME_DIR/abox/aboxd.sock, else
 $ABOX_HOME/run/aboxd.sock; abox refuses a socket whose directory is not yours with mode 0700,
 or whose server runs as another user),
-ABOX_NO_AUTOSTART=1 (never start aboxd on demand), ABOXD_BIN (the aboxd executable),
+ABOX_NO_AUTOSTART=1 (never start aboxd on demand), ABOX_RUN_DIRECT=1 (`abox run --direct`),
+ABOXD_BIN (the aboxd executable),
 ABOX_LOG (abox's own log level, e.g. info).
 )";
 
@@ -79,47 +70,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("abox ") + abox::kVersion);
   abox::cli::Action action;
 
-  // abox run
-  abox::cli::RunOptions run;
-  std::string accel = "auto";
-  std::vector<std::string> env_items;
-  std::string run_workspace;
-  auto* run_cmd =
-      app.add_subcommand("run", "Boot a fresh microVM, run a command in it, destroy it");
-  run_cmd->add_option("--image", run.sandbox.image, "Guest image to boot")->capture_default_str();
-  run_cmd->add_option("--cpus", run.sandbox.cpus, "Virtual CPUs")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  run_cmd->add_option("--memory", run.sandbox.memory_mib, "Guest memory in MiB")
-      ->check(CLI::Range(128, 262144))
-      ->capture_default_str();
-  run_cmd
-      ->add_option("--timeout", run.timeout_seconds,
-                   "Kill the command (its whole process group) after S seconds")
-      ->check(CLI::Range(0.001, 31536000.0));
-  run_cmd->add_option("-e,--env", env_items, "Set an environment variable (NAME=VALUE)")
-      ->allow_extra_args(false);
-  run_cmd->add_option("-w,--workspace", run_workspace,
-                      "Copy this host directory to /workspace in the guest first (the command "
-                      "starts there); the copy goes away with the VM (use abox create -w to "
-                      "bring changes back)");
-  run_cmd->add_option("--workdir", run.workdir,
-                      "Working directory inside the guest (default: the user's home)");
-  run_cmd->add_flag("--root", run.root,
-                    "Run as root in the guest (default: the unprivileged "
-                    "user 'agent')");
-  run_cmd->add_flag("!--no-stdin", run.forward_stdin, "Give the command /dev/null as stdin");
-  run_cmd->add_flag("-t,--tty", run.tty,
-                    "Give the command a terminal (PTY; stdout and stderr merged), e.g. "
-                    "abox run -t -- bash");
-  run_cmd->add_option("--accel", accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
-      ->check(CLI::IsMember({"auto", "kvm", "tcg"}))
-      ->capture_default_str();
-  // Everything after the first positional (or after --) is the command, untouched. No
-  // allow_extras(): an unknown flag before the command is refused (CheckCommandStart), not
-  // dropped.
-  run_cmd->prefix_command();
-  run_cmd->footer(kRunFooter);
+  abox::cli::AddRunCommand(app, &action, &run_tail, &run_has_separator);
 
   // abox image ...
   auto* image_cmd = app.add_subcommand("image", "Build, list and verify guest images");
@@ -159,29 +110,6 @@ int main(int argc, char** argv) {
 
   if (action) {
     return action();
-  }
-  if (run_cmd->parsed()) {
-    auto env = abox::cli::ParseKeyValues("-e", "NAME=VALUE", env_items);
-    if (!env.ok()) {
-      abox::cli::PrintError(env.status());
-      return abox::cli::kExitAboxFailure;
-    }
-    run.env = *std::move(env);
-    std::vector<std::string> words = run_cmd->remaining();
-    if (absl::Status s = abox::cli::CheckCommandStart(*run_cmd, words); !s.ok()) {
-      abox::cli::PrintError(s);
-      return 2;
-    }
-    run.argv = abox::cli::CommandLine(std::move(words), run_has_separator, run_tail);
-    if (run.argv.empty()) {
-      std::fprintf(stderr, "abox: error: abox run needs a command, e.g. abox run -- uname -a\n");
-      return 2;
-    }
-    run.sandbox.accel = *abox::vmm::ParseAccel(accel);
-    if (!run_workspace.empty()) {
-      run.workspace = abox::workspace::Binding{.host_root = run_workspace};
-    }
-    return abox::cli::RunInFreshVm(run);
   }
   if (build_cmd->parsed()) {
     build.packages = abox::cli::SplitPackageList(packages);

@@ -1,241 +1,277 @@
 #include "src/cli/run_command.h"
 
-#include <fcntl.h>
-#include <sys/eventfd.h>
-#include <sys/file.h>
-#include <sys/stat.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
-#include <optional>
-#include <set>
-#include <thread>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
 
-#include "absl/cleanup/cleanup.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include "src/base/fenced_remove.h"
-#include "src/base/host_layout.h"
-#include "src/base/io.h"
-#include "src/base/status_macros.h"
+#include "src/api/exec.h"
+#include "src/api/sandbox.h"
+#include "src/cli/exec_command.h"
+#include "src/cli/flags.h"
 #include "src/cli/output.h"
+#include "src/cli/sandbox_commands.h"
 #include "src/cli/terminal.h"
-#include "src/cli/terminal_text.h"
-#include "src/runtime/agent_guest_tools.h"
-#include "src/workspace/run_copies.h"
-#include "src/workspace/sync.h"
+#include "src/cli/usage_errors.h"
+#include "src/client/answers.h"
+#include "src/client/api_paths.h"
 
 namespace abox::cli {
 namespace {
 
-// Our terminal's size for the guest's PTY.
-std::optional<proto::PtySize> PtySize() {
-  std::optional<WindowSize> size = TerminalSize();
-  if (!size) {
-    return std::nullopt;
-  }
-  return proto::PtySize{size->rows, size->cols};
+constexpr char kRunFooter[] =
+    R"(By default the sandbox comes from aboxd (started on demand), like `abox create`: a pooled
+VM or a clone of the image's golden snapshot when there is one, with aboxd's egress policy
+unless --egress/--allow say otherwise. It is removed when the command ends; if abox is killed,
+aboxd stops it after 60 s without a command and the next `abox run` removes it.
+--direct (or ABOX_RUN_DIRECT=1) boots the VM here, without aboxd: no pool, no snapshot, no
+egress at all; the VM dies with abox, even on SIGKILL.
+
+Exit status: the command's own exit code, 128+N when it was killed by signal N,
+124 when --timeout killed it, 125 when abox, aboxd or the VM failed, 126/127 when the
+command could not be run or was not found, and 130 when a second Ctrl-C gave up on it.
+Ctrl-C (and SIGTERM/SIGHUP/SIGQUIT) is forwarded to the command; a second one ends it and
+the sandbox.
+
+Example: abox run -e FOO=bar --timeout 60 -- sh -c 'echo $FOO; uname -r'
+)";
+
+bool DirectFromEnvironment() {
+  const char* direct = std::getenv("ABOX_RUN_DIRECT");  // NOLINT(concurrency-mt-unsafe)
+  return direct != nullptr && std::string(direct) == "1";
 }
 
-// `abox run -w`: one sync into the fresh VM, from a throwaway state dir (no base is kept: the
-// VM and its copy go away with the command). The copy is $ABOX_HOME/tmp/run-workspace-<id>/,
-// beside run-workspace-<id>.lock, which this run holds while the copy exists: when the run is
-// killed the kernel drops the lock and the next `abox run` removes the copy
-// (CollectRunLeftovers).
-absl::Status SyncOnce(runtime::Sandbox& sandbox, const workspace::Binding& binding) {
-  ABOX_ASSIGN_OR_RETURN(workspace::Binding checked, workspace::ValidateBinding(binding));
-  ABOX_ASSIGN_OR_RETURN(base::HostLayout paths, base::ResolveHostLayout());
-  std::string dir = absl::StrCat(paths.home.string(), "/tmp");
-  (void)::mkdir(dir.c_str(), 0700);
-  dir = absl::StrCat(dir, "/", workspace::kRunCopyPrefix, sandbox.id());
-  std::string lock_path = absl::StrCat(dir, workspace::kRunCopyLockSuffix);
-  ABOX_ASSIGN_OR_RETURN(base::UniqueFd lock, workspace::LockRunCopy(lock_path, /*wait=*/true));
-  absl::Cleanup cleanup = [&] {
-    if (absl::Status s = base::RemoveUnder(paths.home, dir); !s.ok()) {
-      std::fprintf(stderr,
-                   "abox: could not remove the workspace copy %s: %s (the next abox run "
-                   "tries again)\n",
-                   dir.c_str(), std::string(s.message()).c_str());
-      return;  // the lock file stays, so the next run knows the copy is garbage
+// A name the run can remove its sandbox by even when the create answer never came (Ctrl-C).
+std::string RunSandboxName() {
+  std::string id = runtime::NewSandboxId();
+  return absl::StrCat("run-", id.substr(0, 8));
+}
+
+api::SandboxCreate CreateBody(const RunOptions& o, const std::string& name) {
+  api::SandboxCreate body;
+  body.image = o.sandbox.image;
+  body.name = name;
+  body.cpus = o.sandbox.cpus;
+  body.memory_mib = o.sandbox.memory_mib;
+  body.accel = vmm::AccelName(o.sandbox.accel);
+  body.cold = o.cold;
+  body.labels[kRunLabel] = "1";
+  body.idle_timeout_seconds = kRunIdleTimeoutSeconds;
+  if (o.workspace) {
+    api::WorkspaceSpec ws = WorkspaceSpecFor(o.workspace->host_root);
+    ws.guest_path = o.workspace->guest_path;
+    body.workspace = std::move(ws);
+  }
+  body.egress = EgressSpecFor(o.egress, o.allow);
+  return body;
+}
+
+api::ExecCreate ExecBody(const RunOptions& o) {
+  api::ExecCreate body;
+  body.argv = o.argv;
+  body.env = o.env;
+  body.cwd = o.workdir;
+  body.sync = false;  // the create copied the workspace in, and nothing comes back from a run
+  body.stdin_open = o.forward_stdin;
+  body.kill_on_disconnect = true;
+  if (o.root) {
+    body.user = "root";
+  }
+  if (o.timeout_seconds > 0) {
+    body.timeout_ms = static_cast<int64_t>(o.timeout_seconds * 1000);
+  }
+  if (o.tty) {
+    const char* term = std::getenv("TERM");  // NOLINT(concurrency-mt-unsafe)
+    body.env.emplace("TERM", term != nullptr && *term != '\0' ? term : "xterm-256color");
+    WindowSize size = TerminalSize().value_or(WindowSize{24, 80});
+    body.pty = std::make_pair(int64_t{size.rows}, int64_t{size.cols});
+  }
+  return body;
+}
+
+// Removes `name` (force: whatever state it is in). A failure is a line with what to do.
+void RemoveRunSandbox(const std::string& socket, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<client::ApiClient>> api = client::ApiClient::Create(socket);
+  absl::Status removed =
+      api.ok() ? (*api)
+                     ->Delete(client::WithQuery(client::SandboxPath(name), {{"force", "true"}}))
+                     .status()
+               : api.status();
+  if (!removed.ok() && removed.code() != absl::StatusCode::kNotFound) {
+    std::fprintf(
+        stderr,
+        "abox: could not remove the run's sandbox %s: %s (remove it with `abox rm -f %s`)\n",
+        name.c_str(), std::string(removed.message()).c_str(), name.c_str());
+  }
+}
+
+// The sandboxes killed runs left in aboxd: stopped by their idle timeout, failed or paused.
+// Running ones may be another run's: their idle timeout takes care of them.
+void RemoveRunLeftovers(client::ApiClient& api) {
+  absl::StatusOr<client::ApiResponse> listed =
+      api.Get(client::WithQuery("/v1/sandboxes", {{"label", absl::StrCat(kRunLabel, "=1")}}));
+  if (!listed.ok()) {
+    return;  // the create that follows says what is wrong with aboxd
+  }
+  absl::StatusOr<std::vector<api::Sandbox>> sandboxes =
+      client::DecodeAnswer(*listed, "GET /v1/sandboxes", api::DecodeSandboxList);
+  if (!sandboxes.ok()) {
+    return;
+  }
+  for (const api::Sandbox& s : *sandboxes) {
+    if (s.state == "stopped" || s.state == "failed" || s.state == "paused") {
+      RemoveRunSandbox(api.socket_path(), s.id);
     }
-    (void)base::RemoveFileUnder(paths.home, lock_path);
-  };
-  ABOX_ASSIGN_OR_RETURN(std::unique_ptr<workspace::WorkspaceState> state,
-                        workspace::WorkspaceState::Create(dir, checked));
-  runtime::AgentGuestTools tools(sandbox.agent());
-  bool tty = ::isatty(STDERR_FILENO) != 0;
-  ABOX_ASSIGN_OR_RETURN(
-      workspace::SyncReport report,
-      workspace::SyncIn(*state, tools, [&](absl::string_view phase, uint64_t done, uint64_t total) {
-        if (tty && phase == "send" && total > (8 << 20)) {
-          std::fprintf(stderr, "\rabox: syncing %s: %llu/%llu MiB", checked.host_root.c_str(),
-                       static_cast<unsigned long long>(done >> 20),
-                       static_cast<unsigned long long>(total >> 20));
-        }
-      }));
-  if (tty && report.bytes > (8 << 20)) {
-    std::fprintf(stderr, "\r\033[K");
   }
-  for (const std::string& note : report.notes) {
-    std::fprintf(stderr, "abox: workspace: %s\n", note.c_str());
-  }
-  if (!report.excluded.empty()) {
-    std::fprintf(stderr, "abox: workspace: %zu secret-looking file(s) left out (e.g. %s)\n",
-                 report.excluded.size(), report.excluded.front().c_str());
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
 
-int RunInFreshVm(const RunOptions& options) {
-  // Block the signals we handle before any thread starts, so only sigwait() sees them.
-  BlockHandledSignals();
+int RunThroughDaemon(const RunOptions& o) {
+  std::string name = RunSandboxName();
+  const api::SandboxCreate body = CreateBody(o, name);
   ::signal(SIGPIPE, SIG_IGN);
+  absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
+  if (!api.ok()) {
+    return Fail(api.status(), kExitAboxFailure);
+  }
+  RemoveRunLeftovers(**api);
+  const std::string socket = (*api)->socket_path();
 
-  // What killed runs left behind (their lock is gone with them).
-  if (absl::StatusOr<base::HostLayout> paths = base::ResolveHostLayout(); paths.ok()) {
-    if (absl::StatusOr<int> removed = workspace::CollectRunLeftovers(paths->home); !removed.ok()) {
-      std::fprintf(stderr,
-                   "abox: warning: cannot remove the workspace copy of a killed run: %s (remove "
-                   "it by hand under %s/tmp)\n",
-                   std::string(removed.status().message()).c_str(), paths->home.c_str());
-    }
-  }
-
-  auto vmm = runtime::CreateDefaultVmm();
-  if (!vmm.ok()) {
-    PrintError(vmm.status());
-    return kExitAboxFailure;
-  }
-  auto sandbox = runtime::Sandbox::Boot(**vmm, options.sandbox, [](const std::string& line) {
-    std::fprintf(stderr, "abox: %s\n", line.c_str());
-  });
-  if (!sandbox.ok()) {
-    PrintError(sandbox.status());
-    return kExitAboxFailure;
-  }
-  runtime::Sandbox& sb = **sandbox;
-  if (options.workspace) {
-    if (absl::Status s = SyncOnce(sb, *options.workspace); !s.ok()) {
-      PrintError(s);
-      (void)sb.Destroy();
-      return kExitAboxFailure;
-    }
-  }
-
-  proto::ExecRequest request;
-  request.argv = options.argv;
-  request.env = options.env;
-  request.cwd = options.workdir;
-  if (request.cwd.empty() && options.workspace) {
-    request.cwd = options.workspace->guest_path;
-  }
-  request.user = options.root ? "root" : "";
-  request.timeout_ms = static_cast<uint64_t>(options.timeout_seconds * 1000);
-  request.stdin_open = options.forward_stdin;
-  if (options.tty) {
-    request.pty = PtySize().value_or(proto::PtySize{});
-    request.env.emplace("TERM", "xterm-256color");
-    if (const char* term = std::getenv("TERM")) {  // NOLINT(concurrency-mt-unsafe)
-      request.env["TERM"] = term;
-    }
-  }
-  auto exec_or = sb.agent().StartExec(request);
-  if (!exec_or.ok()) {
-    PrintError(exec_or.status());
-    (void)sb.Destroy();
-    return kExitAboxFailure;
-  }
-  std::unique_ptr<runtime::Exec> exec = std::move(*exec_or);
-
-  // Signals: the first SIGINT/SIGTERM/SIGHUP/SIGQUIT goes to the command; a second one of the
-  // same kind tears the VM down. SIGWINCH resizes the guest's PTY. With -t on a terminal, Ctrl-C
-  // is a byte for the guest's PTY (raw mode), so it reaches the command through the PTY.
+  // Blocked before any thread starts, so only our SignalForwarders see them. A signal while the
+  // sandbox is being made gives up on it (nothing runs yet); after that, signals are the
+  // command's (RelayExec).
+  BlockHandledSignals();
   std::atomic<bool> interrupted{false};
-  SignalForwarder signals({
+  auto creating = std::make_unique<SignalForwarder>(SignalForwarder::Handlers{
       .on_signal =
-          [&](int sig, int count) {
-            if (count == 1) {
-              exec->Signal(sig);
-              return true;
-            }
+          [&](int, int) {
             interrupted = true;
-            std::fprintf(stderr, "\nabox: interrupted again: stopping the VM\n");
-            sb.agent().Fail(absl::CancelledError("interrupted"));
+            (*api)->Cancel();
             return false;
           },
-      .on_resize =
-          [&] {
-            if (auto size = PtySize(); size && options.tty) {
-              exec->Resize(*size);
-            }
-          },
+      .on_resize = [] {},
   });
-
-  std::optional<RawTerminal> raw;
-  if (options.tty) {
-    raw.emplace();
+  bool progress = ::isatty(STDERR_FILENO) != 0;
+  if (progress) {
+    std::fprintf(stderr, "starting sandbox...");
+    std::fflush(stderr);
   }
-  base::UniqueFd stop_stdin(::eventfd(0, EFD_CLOEXEC));
-  std::thread stdin_thread;
-  if (options.forward_stdin) {
-    stdin_thread = std::thread([&exec, &stop_stdin] {
-      ForwardStdin(
-          stop_stdin.get(),
-          [&exec](std::string_view data) {
-            return exec->WriteStdin(absl::string_view(data.data(), data.size())).ok();
-          },
-          [&exec] { exec->CloseStdin(); });
-    });
+  absl::StatusOr<client::ApiResponse> created = (*api)->Post("/v1/sandboxes", api::ToJson(body));
+  creating->Stop();
+  if (progress) {
+    std::fprintf(stderr, "\r\033[K");
   }
-
-  bool stdout_broken = false;
-  while (auto chunk = exec->ReadOutput()) {
-    int fd = chunk->is_stderr ? STDERR_FILENO : STDOUT_FILENO;
-    if (fd == STDOUT_FILENO && stdout_broken) {
-      continue;
-    }
-    if (!base::WriteAll(fd, chunk->data).ok() && fd == STDOUT_FILENO) {
-      // Like a local pipeline (`abox run -- yes | head`): the command gets SIGPIPE.
-      stdout_broken = true;
-      exec->Signal(SIGPIPE);
-    }
-  }
-  auto result = exec->Wait();
-
-  uint64_t one = 1;
-  (void)!::write(stop_stdin.get(), &one, sizeof(one));
-  if (stdin_thread.joinable()) {
-    stdin_thread.join();
-  }
-  signals.Stop();
-  raw.reset();
-
-  int code;
   if (interrupted) {
-    code = kExitInterrupted;
-  } else if (!result.ok()) {
-    std::fprintf(stderr, "abox: the sandbox failed while running the command: %s\n",
-                 ForTerminal(stderr, sb.FailureReport()).c_str());
-    code = kExitAboxFailure;
-  } else {
-    code = PrintExitReport(ReportCommandEnd({.exit_code = result->exit_code,
-                                             .signal = result->signal,
-                                             .timed_out = result->timed_out,
-                                             .error = result->error,
-                                             .timeout_seconds = options.timeout_seconds}));
+    std::fprintf(stderr, "abox: interrupted: removing the sandbox\n");
+    RemoveRunSandbox(socket, name);
+    return kExitInterrupted;
   }
-  exec.reset();
-  if (auto s = sb.Destroy(); !s.ok()) {
-    PrintError(s);
-    if (code == 0) {
-      code = kExitAboxFailure;
-    }
+  if (!created.ok()) {
+    RemoveRunSandbox(socket, name);  // a failed create leaves a record to look at; not a run's
+    return Fail(created.status(), kExitAboxFailure);
   }
+  absl::StatusOr<api::Sandbox> sandbox =
+      client::DecodeAnswer(*created, "POST /v1/sandboxes", api::DecodeSandbox);
+  const std::string id = sandbox.ok() ? sandbox->id : name;
+  int code = RelayExec(**api, id, ExecBody(o));
+  RemoveRunSandbox(socket, id);
   return code;
+}
+
+void AddRunCommand(CLI::App& app, Action* action, const std::vector<std::string>* tail,
+                   const bool* has_tail) {
+  struct Parsed {
+    RunOptions run;
+    std::string accel = "auto";
+    std::vector<std::string> env_items;
+    std::string workspace;
+    bool direct = false;
+  };
+  auto p = std::make_shared<Parsed>();
+  auto* cmd = app.add_subcommand("run", "Run a command in a fresh sandbox, then remove it");
+  cmd->add_option("--image", p->run.sandbox.image, "Guest image")->capture_default_str();
+  cmd->add_option("--cpus", p->run.sandbox.cpus, "Virtual CPUs")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--memory", p->run.sandbox.memory_mib, "Guest memory in MiB")
+      ->check(CLI::Range(128, 262144))
+      ->capture_default_str();
+  cmd->add_option("--timeout", p->run.timeout_seconds,
+                  "Kill the command (its whole process group) after S seconds")
+      ->check(CLI::Range(0.001, 31536000.0));
+  cmd->add_option("-e,--env", p->env_items, "Set an environment variable (NAME=VALUE)")
+      ->allow_extra_args(false);
+  cmd->add_option("-w,--workspace", p->workspace,
+                  "Copy this host directory to /workspace in the guest first (the command "
+                  "starts there); the copy goes away with the sandbox (use abox create -w to "
+                  "bring changes back)");
+  cmd->add_option("--workdir", p->run.workdir,
+                  "Working directory inside the guest (default: the user's home)");
+  cmd->add_flag("--root", p->run.root,
+                "Run as root in the guest (default: the unprivileged user 'agent')");
+  cmd->add_flag("!--no-stdin", p->run.forward_stdin, "Give the command /dev/null as stdin");
+  cmd->add_flag("-t,--tty", p->run.tty,
+                "Give the command a terminal (PTY; stdout and stderr merged), e.g. "
+                "abox run -t -- bash");
+  cmd->add_option("--accel", p->accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
+      ->check(CLI::IsMember({"auto", "kvm", "tcg"}))
+      ->capture_default_str();
+  cmd->add_flag("--cold", p->run.cold,
+                "Boot the kernel instead of taking a pooled VM or cloning the golden snapshot");
+  cmd->add_option("--egress", p->run.egress,
+                  "Egress mode for this sandbox: none, allowlist or open (default: aboxd's)");
+  cmd->add_option("--allow", p->run.allow,
+                  "Allow this destination (e.g. pypi.org, *.github.com:443); repeatable")
+      ->allow_extra_args(false);
+  cmd->add_flag("--direct", p->direct,
+                "Boot the VM here without aboxd (no pool, no snapshot, no egress); also "
+                "ABOX_RUN_DIRECT=1");
+  // Everything after the first positional (or after --) is the command, untouched. No
+  // allow_extras(): an unknown flag before the command is refused (CheckCommandStart), not
+  // dropped.
+  cmd->prefix_command();
+  cmd->footer(kRunFooter);
+  cmd->callback([p, cmd, action, tail, has_tail] {
+    *action = [p, cmd, tail, has_tail] {
+      RunOptions& run = p->run;
+      absl::StatusOr<std::map<std::string, std::string>> env =
+          ParseKeyValues("-e", "NAME=VALUE", p->env_items);
+      if (!env.ok()) {
+        return Fail(env.status(), kExitAboxFailure);
+      }
+      run.env = *std::move(env);
+      std::vector<std::string> words = cmd->remaining();
+      if (absl::Status s = CheckCommandStart(*cmd, words); !s.ok()) {
+        return Fail(s, 2);
+      }
+      run.argv = CommandLine(std::move(words), *has_tail, *tail);
+      if (run.argv.empty()) {
+        std::fprintf(stderr, "abox: error: abox run needs a command, e.g. abox run -- uname -a\n");
+        return 2;
+      }
+      run.sandbox.accel = *vmm::ParseAccel(p->accel);
+      if (!p->workspace.empty()) {
+        run.workspace = workspace::Binding{.host_root = p->workspace};
+      }
+      if (p->direct || DirectFromEnvironment()) {
+        if (!run.egress.empty() || !run.allow.empty()) {  // (--cold: a direct run boots anyway)
+          std::fprintf(stderr,
+                       "abox: error: --egress and --allow are for sandboxes made by aboxd (a "
+                       "direct run has no egress): drop --direct (or ABOX_RUN_DIRECT=1)\n");
+          return 2;
+        }
+        return RunInFreshVm(run);
+      }
+      return RunThroughDaemon(run);
+    };
+  });
 }
 
 }  // namespace abox::cli

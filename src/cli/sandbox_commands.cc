@@ -81,11 +81,7 @@ int Create(const CreateOptions& o) {
   }
   body.cold = o.cold;
   if (!o.workspace.empty()) {
-    // The daemon runs on this host: it reads the directory by its absolute path.
-    std::error_code ec;
-    std::filesystem::path dir = std::filesystem::absolute(o.workspace, ec);
-    api::WorkspaceSpec ws;
-    ws.path = ec ? o.workspace : dir.lexically_normal().string();
+    api::WorkspaceSpec ws = WorkspaceSpecFor(o.workspace);
     if (!o.workspace_path.empty()) {
       ws.guest_path = o.workspace_path;
     }
@@ -98,14 +94,7 @@ int Create(const CreateOptions& o) {
     return Fail(absl::InvalidArgumentError(
         "--workspace-path, --exclude, --include and --git-history need -w/--workspace DIR"));
   }
-  if (!o.egress.empty() || !o.allow.empty()) {
-    api::EgressSpec egress;
-    if (!o.egress.empty()) {
-      egress.mode = o.egress;
-    }
-    egress.allow = o.allow;
-    body.egress = std::move(egress);
-  }
+  body.egress = EgressSpecFor(o.egress, o.allow);
   if (!o.setup.empty()) {
     body.setup = api::SetupSpec{
         .commands = o.setup, .allow = o.setup_allow, .timeout_seconds = o.setup_timeout};
@@ -246,6 +235,27 @@ int ForEachSandbox(const std::vector<std::string>& ids,
 }
 
 }  // namespace
+
+api::WorkspaceSpec WorkspaceSpecFor(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(dir, ec);
+  api::WorkspaceSpec ws;
+  ws.path = ec ? dir : absolute.lexically_normal().string();
+  return ws;
+}
+
+std::optional<api::EgressSpec> EgressSpecFor(const std::string& mode,
+                                             const std::vector<std::string>& allow) {
+  if (mode.empty() && allow.empty()) {
+    return std::nullopt;
+  }
+  api::EgressSpec egress;
+  if (!mode.empty()) {
+    egress.mode = mode;
+  }
+  egress.allow = allow;
+  return egress;
+}
 
 void AddSandboxCommands(CLI::App& app, Action* action) {
   auto create = std::make_shared<CreateOptions>();

@@ -53,7 +53,12 @@ DaemonHome::~DaemonHome() {
 std::map<std::string, std::string> DaemonHome::Env() const {
   // No warm pool unless a test asks (aboxd --pool N): idle pooled VMs would take CPU from the
   // tests running beside it on a 2-core runner, and their reservations would show in ledgers.
-  return {{"ABOX_HOME", path_}, {"ABOX_SOCKET", socket()}, {"ABOX_POOL", "0"}};
+  // `abox run` boots directly (no aboxd): the run tests are about the runtime (a VM that dies
+  // with abox, exit codes, the QEMU jail); RunThroughDaemonTest takes the aboxd path.
+  return {{"ABOX_HOME", path_},
+          {"ABOX_SOCKET", socket()},
+          {"ABOX_POOL", "0"},
+          {"ABOX_RUN_DIRECT", "1"}};
 }
 
 AboxdProcess::~AboxdProcess() { Kill(); }
