@@ -31,8 +31,9 @@ bool IsBlank(std::string_view text) {
 }
 
 // abox-mcp's tools annotated destructive whose effects stay inside sandboxes.
-constexpr std::array<absl::string_view, 6> kSandboxOnlyDestructiveTools = {
-    "exec", "exec_start", "exec_signal", "write_file", "sandbox_stop", "sandbox_remove"};
+constexpr std::array<absl::string_view, 7> kSandboxOnlyDestructiveTools = {
+    "exec",         "exec_start",     "exec_signal",    "write_file",
+    "sandbox_stop", "sandbox_remove", "sandbox_restore"};
 
 std::string TomlBlock(const McpServerCommand& server) {
   std::vector<std::string> args;

@@ -356,7 +356,7 @@ TEST_F(McpInstallTest, CodexTableWrittenByHandIsReplacedInPlace) {
   Install(McpClient::kCodex, McpScope::kGlobal);
   std::string installed = Read(paths_.codex_home / "config.toml");
   EXPECT_THAT(installed, StartsWith("# mine\n# Written by `abox mcp install codex`"));
-  EXPECT_THAT(installed, HasSubstr("tools.sandbox_remove.approval_mode = \"approve\"\n" + after));
+  EXPECT_THAT(installed, HasSubstr("tools.sandbox_restore.approval_mode = \"approve\"\n" + after));
   EXPECT_THAT(installed, Not(HasSubstr("/old/abox-mcp")));
   // Uninstall puts the person's own table back.
   Uninstall(McpClient::kCodex, McpScope::kGlobal);

@@ -122,8 +122,8 @@ int Main(int argc, char** argv) {
                "egress_request and sandbox_create may widen a sandbox's egress policy (without "
                "it, the person approves names with `abox egress approve`)");
   app.add_flag("--allow-remove-any", options.allow_remove_any,
-               "sandbox_remove may remove sandboxes this session did not create (a session: this "
-               "abox-mcp on stdio, one Mcp-Session-Id over --http)");
+               "sandbox_remove and sandbox_restore may act on sandboxes this session did not "
+               "create (a session: this abox-mcp on stdio, one Mcp-Session-Id over --http)");
   HttpFlags http;
   app.add_option("--http", http.listen,
                  "serve MCP over Streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio "

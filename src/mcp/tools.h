@@ -56,6 +56,7 @@ class ToolEnv final {
 // Every tool, in the order tools/list shows them.
 [[nodiscard]] std::vector<Tool> AllTools(ToolEnv& env);
 [[nodiscard]] std::vector<Tool> SandboxTools(ToolEnv& env);
+[[nodiscard]] std::vector<Tool> SnapshotTools(ToolEnv& env);
 [[nodiscard]] std::vector<Tool> ExecTools(ToolEnv& env);
 [[nodiscard]] std::vector<Tool> FileTools(ToolEnv& env);
 [[nodiscard]] std::vector<Tool> WorkspaceTools(ToolEnv& env);
@@ -64,6 +65,18 @@ class ToolEnv final {
 [[nodiscard]] std::string Instructions();
 
 // {"readOnlyHint":..., "destructiveHint":..., "idempotentHint":..., "openWorldHint":...}.
+// The output schema of a tool that answers with one sandbox.
+[[nodiscard]] nlohmann::json SandboxSchema();
+// The daemon's sandbox object in `r`, plus created_here (whether this abox-mcp created it).
+[[nodiscard]] absl::StatusOr<nlohmann::json> SandboxJson(ToolEnv& env, const client::ApiResponse& r,
+                                                         absl::string_view request);
+
+// {"sandboxes": [...]}: the daemon's sandbox list in `r`, one summary each (id, name, image,
+// state, size, workspace path, failure, created_here).
+[[nodiscard]] absl::StatusOr<nlohmann::json> SandboxListJson(ToolEnv& env,
+                                                             const client::ApiResponse& r,
+                                                             absl::string_view request);
+
 [[nodiscard]] nlohmann::json Annotations(bool read_only, bool destructive, bool idempotent,
                                          bool open_world);
 

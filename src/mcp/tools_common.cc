@@ -35,7 +35,7 @@ bool ToolEnv::Owns(const std::string& id) {
 
 std::vector<Tool> AllTools(ToolEnv& env) {
   std::vector<Tool> all;
-  for (auto group : {SandboxTools, ExecTools, FileTools, WorkspaceTools}) {
+  for (auto group : {SandboxTools, SnapshotTools, ExecTools, FileTools, WorkspaceTools}) {
     for (Tool& tool : group(env)) {
       all.push_back(std::move(tool));
     }
@@ -53,6 +53,58 @@ std::string Instructions() {
          "workspace_diff shows them, and the person applies them to the host themselves "
          "(apply_changes says how). Network access is limited by the egress policy; "
          "egress_request asks the person for more.";
+}
+
+nlohmann::json SandboxSchema() {
+  return {{"type", "object"},
+          {"properties",
+           {{"id", {{"type", "string"}}},
+            {"name", {{"type", "string"}}},
+            {"image", {{"type", "string"}}},
+            {"state", {{"type", "string"}}},
+            {"cpus", {{"type", "integer"}}},
+            {"memory_mib", {{"type", "integer"}}},
+            {"created_here", {{"type", "boolean"}}}}},
+          {"required", {"id", "state"}}};
+}
+
+// The daemon's sandbox object, plus whether this abox-mcp created it.
+absl::StatusOr<nlohmann::json> SandboxJson(ToolEnv& env, const client::ApiResponse& r,
+                                           absl::string_view request) {
+  absl::StatusOr<api::Sandbox> sandbox = client::DecodeAnswer(r, request, api::DecodeSandbox);
+  if (!sandbox.ok()) {
+    return sandbox.status();
+  }
+  nlohmann::json out = r.json;
+  out["created_here"] = env.Owns(sandbox->id);
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> SandboxListJson(ToolEnv& env, const client::ApiResponse& r,
+                                               absl::string_view request) {
+  absl::StatusOr<std::vector<api::Sandbox>> list =
+      client::DecodeAnswer(r, request, api::DecodeSandboxList);
+  if (!list.ok()) {
+    return list.status();
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const api::Sandbox& s : *list) {
+    nlohmann::json item = {{"id", s.id},
+                           {"name", s.name},
+                           {"image", s.image},
+                           {"state", s.state},
+                           {"cpus", s.cpus},
+                           {"memory_mib", s.memory_mib},
+                           {"created_here", env.Owns(s.id)}};
+    if (s.workspace.is_object() && s.workspace.contains("path")) {
+      item["workspace"] = s.workspace["path"];
+    }
+    if (!s.failure.empty()) {
+      item["failure"] = s.failure;
+    }
+    out.push_back(std::move(item));
+  }
+  return nlohmann::json{{"sandboxes", std::move(out)}};
 }
 
 nlohmann::json Annotations(bool read_only, bool destructive, bool idempotent, bool open_world) {

@@ -12,31 +12,6 @@
 namespace abox::mcp {
 namespace {
 
-nlohmann::json SandboxSchema() {
-  return {{"type", "object"},
-          {"properties",
-           {{"id", {{"type", "string"}}},
-            {"name", {{"type", "string"}}},
-            {"image", {{"type", "string"}}},
-            {"state", {{"type", "string"}}},
-            {"cpus", {{"type", "integer"}}},
-            {"memory_mib", {{"type", "integer"}}},
-            {"created_here", {{"type", "boolean"}}}}},
-          {"required", {"id", "state"}}};
-}
-
-// The daemon's sandbox object, plus whether this abox-mcp created it.
-absl::StatusOr<nlohmann::json> SandboxJson(ToolEnv& env, const client::ApiResponse& r,
-                                           absl::string_view request) {
-  absl::StatusOr<api::Sandbox> sandbox = client::DecodeAnswer(r, request, api::DecodeSandbox);
-  if (!sandbox.ok()) {
-    return sandbox.status();
-  }
-  nlohmann::json out = r.json;
-  out["created_here"] = env.Owns(sandbox->id);
-  return out;
-}
-
 absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
   api::SandboxCreate create;
   create.image = StringArg(args, "image", "default");
@@ -142,29 +117,7 @@ absl::StatusOr<nlohmann::json> List(ToolEnv& env, CallContext& ctx) {
   if (!r.ok()) {
     return r.status();
   }
-  absl::StatusOr<std::vector<api::Sandbox>> list =
-      client::DecodeAnswer(*r, "GET /v1/sandboxes", api::DecodeSandboxList);
-  if (!list.ok()) {
-    return list.status();
-  }
-  nlohmann::json out = nlohmann::json::array();
-  for (const api::Sandbox& s : *list) {
-    nlohmann::json item = {{"id", s.id},
-                           {"name", s.name},
-                           {"image", s.image},
-                           {"state", s.state},
-                           {"cpus", s.cpus},
-                           {"memory_mib", s.memory_mib},
-                           {"created_here", env.Owns(s.id)}};
-    if (s.workspace.is_object() && s.workspace.contains("path")) {
-      item["workspace"] = s.workspace["path"];
-    }
-    if (!s.failure.empty()) {
-      item["failure"] = s.failure;
-    }
-    out.push_back(std::move(item));
-  }
-  return nlohmann::json{{"sandboxes", std::move(out)}};
+  return SandboxListJson(env, *r, "GET /v1/sandboxes");
 }
 
 absl::StatusOr<nlohmann::json> Inspect(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {

@@ -54,12 +54,16 @@ TEST_F(ToolsTest, OffersTheToolsOfTheIssue) {
   for (const Tool& t : tools_) {
     names.insert(t.name);
   }
-  EXPECT_EQ(names, (std::set<std::string>{"sandbox_create", "sandbox_list", "sandbox_inspect",
-                                          "sandbox_stop", "sandbox_remove", "exec", "exec_start",
-                                          "exec_read", "exec_write_stdin", "exec_signal",
-                                          "exec_wait", "read_file", "write_file", "list_files",
-                                          "workspace_sync", "workspace_diff", "egress_log",
-                                          "apply_changes", "egress_request"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"sandbox_create",  "sandbox_list",       "sandbox_inspect",
+                                   "sandbox_stop",    "sandbox_remove",     "exec",
+                                   "exec_start",      "exec_read",          "exec_write_stdin",
+                                   "exec_signal",     "exec_wait",          "read_file",
+                                   "write_file",      "list_files",         "workspace_sync",
+                                   "workspace_diff",  "egress_log",         "apply_changes",
+                                   "egress_request",  "sandbox_checkpoint", "sandbox_checkpoints",
+                                   "sandbox_restore", "sandbox_fork",       "sandbox_pause",
+                                   "sandbox_resume"}));
   EXPECT_EQ(names.size(), tools_.size()) << "names are unique";
 }
 
@@ -98,6 +102,17 @@ TEST_F(ToolsTest, WideningEgressAtCreateNeedsThePersonsFlag) {
   EXPECT_THAT(Text(r), HasSubstr("--allow-egress-changes"));
   r = Call("sandbox_create", {{"egress_allow", {"pypi.org"}}});
   EXPECT_THAT(Text(r), HasSubstr("egress_request"));
+}
+
+TEST_F(ToolsTest, SnapshotToolsCheckTheirArguments) {
+  EXPECT_EQ(Find("sandbox_restore").annotations["destructiveHint"], true);
+  EXPECT_EQ(Find("sandbox_checkpoints").annotations["readOnlyHint"], true);
+  json r = Call("sandbox_restore", {{"sandbox", "s"}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_THAT(Text(r), HasSubstr("checkpoint"));
+  r = Call("sandbox_fork", {{"sandbox", "s"}, {"count", 33}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_THAT(Text(r), HasSubstr("\"count\" must be at most 32"));
 }
 
 TEST_F(ToolsTest, ExecNeedsExactlyOneOfArgvAndShell) {
