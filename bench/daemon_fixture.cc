@@ -96,6 +96,21 @@ absl::StatusOr<base::ChildProcess> StartAboxd(const std::string& bin, const Benc
   return absl::DeadlineExceededError("aboxd did not answer GET /v1/health within 30 s");
 }
 
+absl::StatusOr<base::ChildProcess> StartAboxdWithPool(const std::string& bin, const BenchHome& home,
+                                                      int pool,
+                                                      const std::vector<std::string>& budget) {
+  std::vector<std::string> args = {"--pool", std::to_string(pool)};
+  args.insert(args.end(), budget.begin(), budget.end());
+  return StartAboxd(bin, home, args);
+}
+
+void StopAboxd(base::ChildProcess& aboxd) {
+  (void)aboxd.Kill(SIGTERM);
+  if (!aboxd.Wait(std::chrono::seconds(60)).ok()) {
+    aboxd.KillAndReap();
+  }
+}
+
 std::unique_ptr<HttpTestClient> Connect(const BenchHome& home, bool quiet) {
   auto c = HttpTestClient::ConnectUnix(home.socket());
   if (!c.ok()) {

@@ -52,6 +52,13 @@ std::unique_ptr<BenchHome> EnterBenchHome(const char* program, const std::string
 absl::StatusOr<base::ChildProcess> StartAboxd(const std::string& bin, const BenchHome& home,
                                               const std::vector<std::string>& extra_args = {});
 
+// A step's own aboxd: StartAboxd with `--pool N` and `budget` (flags), and its end (SIGTERM;
+// SIGKILL when it has not stopped within 60 s).
+absl::StatusOr<base::ChildProcess> StartAboxdWithPool(const std::string& bin, const BenchHome& home,
+                                                      int pool,
+                                                      const std::vector<std::string>& budget);
+void StopAboxd(base::ChildProcess& aboxd);
+
 // A keep-alive connection to the home's aboxd; nullptr (said on stderr unless `quiet`) when
 // it cannot connect.
 std::unique_ptr<http::httptest::HttpTestClient> Connect(const BenchHome& home, bool quiet = false);

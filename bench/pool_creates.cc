@@ -36,18 +36,11 @@ int IdleDefault(const BenchHome& home) {
 
 absl::StatusOr<PoolCreates> MeasurePoolCreates(const std::string& aboxd_bin, const BenchHome& home,
                                                int runs, const std::vector<std::string>& budget) {
-  std::vector<std::string> args = {"--pool", "1"};
-  args.insert(args.end(), budget.begin(), budget.end());
-  absl::StatusOr<base::ChildProcess> aboxd = StartAboxd(aboxd_bin, home, args);
+  absl::StatusOr<base::ChildProcess> aboxd = StartAboxdWithPool(aboxd_bin, home, 1, budget);
   if (!aboxd.ok()) {
     return aboxd.status();
   }
-  absl::Cleanup stop = [&] {
-    (void)aboxd->Kill(SIGTERM);
-    if (!aboxd->Wait(std::chrono::seconds(60)).ok()) {
-      aboxd->KillAndReap();
-    }
-  };
+  absl::Cleanup stop = [&] { StopAboxd(*aboxd); };
   PoolCreates out;
   for (int i = 0; i < runs; ++i) {
     // The pool refills between creates: each create meets a ready VM (the wait is not timed).

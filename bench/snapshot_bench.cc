@@ -9,13 +9,15 @@
 //   5. fork 10 -> all 10 answered `true`;
 //   6. idle PSS and RSS of 10 clones of one template (smaps_rollup of each clone's QEMU);
 //   7. create from the warm pool -> first `true` done, with a second aboxd (--pool 1) on the same
-//      home after the first stopped (bench/pool_creates.h).
+//      home after the first stopped (bench/pool_creates.h);
+//   8. `abox run -- true` as a whole CLI process, through aboxd (a clone of the template) and
+//      with --direct (a boot), alternated (bench/cli_runs.h).
 // Every sandbox it made is removed (DELETE ?force=true), aboxd stopped and the home removed,
 // also on failure. Prints a Markdown table for docs/BENCHMARKS.md and, with --json FILE, the raw
 // numbers.
 //
 //   snapshot_bench [--aboxd PATH] [--cold-runs N] [--snapshot-runs N] [--restore-runs N]
-//                  [--fork-count N] [--pss-clones N] [--pool-runs N] [--json FILE]
+//                  [--fork-count N] [--pss-clones N] [--pool-runs N] [--run-runs N] [--json FILE]
 //                  [--aboxd-log FILE]
 #include <unistd.h>
 
@@ -37,6 +39,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/cli_runs.h"
 #include "bench/daemon_fixture.h"
 #include "bench/pool_creates.h"
 #include "bench/snapshot_api.h"
@@ -78,6 +81,7 @@ struct Flags {
   int fork_count = 10;
   int pss_clones = 10;
   int pool_runs = 10;
+  int run_runs = 5;  // `abox run -- true` through aboxd; --direct gets (run_runs + 1) / 2
   std::string json_path;
   std::string aboxd_log;  // a copy of aboxd's log (the home goes away)
 };
@@ -102,6 +106,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.pss_clones = count();
     } else if (a == "--pool-runs" && has_value) {
       f.pool_runs = count();
+    } else if (a == "--run-runs" && has_value) {
+      f.run_runs = count();
     } else if (a == "--json" && has_value) {
       f.json_path = argv[++i];
     } else if (a == "--aboxd-log" && has_value) {
@@ -110,7 +116,8 @@ Flags ParseFlags(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: snapshot_bench [--aboxd PATH] [--cold-runs N] [--snapshot-runs N] "
-          "[--restore-runs N] [--fork-count N] [--pss-clones N] [--pool-runs N] [--json FILE] "
+          "[--restore-runs N] [--fork-count N] [--pss-clones N] [--pool-runs N] [--run-runs N] "
+          "[--json FILE] "
           "[--aboxd-log FILE]\n"
           "Runs with the images of $ABOX_HOME (default ~/.local/share/abox).\n");
       std::exit(2);  // NOLINT(concurrency-mt-unsafe)
@@ -547,6 +554,29 @@ int main(int argc, char** argv) {
       }
     } else {
       Warn(absl::StrCat("warm pool: ", pool.status().message()));
+      home.PrintLogTail();
+      ok = false;
+    }
+  }
+
+  // 8. `abox run -- true`, the whole CLI process: through aboxd (a clone of the template, which
+  // is on disk now) and --direct (a boot without aboxd), alternated in the same run.
+  if (!g_interrupted) {
+    absl::StatusOr<abox::bench::CliRuns> runs = abox::bench::MeasureCliRuns(
+        flags.aboxd, SelfDir() + "/abox", home, flags.run_runs, (flags.run_runs + 1) / 2, budget);
+    if (runs.ok()) {
+      double through = Percentile(runs->daemon_ms, 0.5);
+      double direct = Percentile(runs->direct_ms, 0.5);
+      bench.json()["cli_run_true_ms"] = Summary(runs->daemon_ms);
+      bench.json()["cli_run_direct_true_ms"] = Summary(runs->direct_ms);
+      bench.Row(absl::StrFormat("`abox run -- true` through aboxd (snapshot), whole CLI process, "
+                                "median of %zu",
+                                runs->daemon_ms.size()),
+                absl::StrFormat("%.0f ms; `abox run --direct` (boot) %.0f ms: %.1f×", through,
+                                direct, through > 0 ? direct / through : 0.0),
+                "");
+    } else {
+      Warn(absl::StrCat("abox run: ", runs.status().message()));
       home.PrintLogTail();
       ok = false;
     }
