@@ -180,7 +180,14 @@ std::optional<Leak> LeakDetector::Feed(absl::string_view data) {
     // The tail first, so a pattern split across chunks is whole in `decoded`.
     decoded = view.tail;
     size_t fresh = decoded.size();
-    if (view.decoders.empty()) {
+    // Most bodies have no escapes: then a view's new bytes are the raw bytes, and a match lying
+    // wholly in them was the raw view's (first) to find.
+    bool unchanged = true;
+    for (const Decoder& d : view.decoders) {
+      char escape = d.kind == Decoder::Kind::kPercent ? '%' : '\\';
+      unchanged = unchanged && d.pending.empty() && data.find(escape) == absl::string_view::npos;
+    }
+    if (unchanged) {
       decoded.append(data.data(), data.size());
     } else {
       std::string in(data);
@@ -194,10 +201,14 @@ std::optional<Leak> LeakDetector::Feed(absl::string_view data) {
     if (decoded.size() == fresh) {
       continue;  // the bytes are all inside an unfinished escape
     }
+    absl::string_view window = decoded;
+    if (unchanged && !view.decoders.empty()) {
+      window = window.substr(0, fresh + keep);  // matches that begin in the tail
+    }
     for (const LeakPatterns::Pattern& p : patterns_->patterns()) {
       // Only matches that end in the new bytes: older ones were looked for before.
       size_t from = fresh >= p.bytes.size() ? fresh - p.bytes.size() + 1 : 0;
-      if (decoded.find(p.bytes, from) == std::string::npos) {
+      if (window.find(p.bytes, from) == absl::string_view::npos) {
         continue;
       }
       std::string encoding(p.form);

@@ -50,7 +50,7 @@ std::string Dechunk(absl::string_view body) {
       return data + "|" + std::string(body);
     }
     Check(body.size() >= chunk + 2 && body.substr(chunk, 2) == "\r\n");
-    data.append(body.substr(0, chunk));
+    data.append(body.data(), chunk);
     body.remove_prefix(chunk + 2);
   }
 }

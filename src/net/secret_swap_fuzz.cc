@@ -42,12 +42,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<abox::net::SwapOutcome> out =
       abox::net::SwapSecrets(Table(), sniff.head, "a.example", 443);
   if (!out.ok()) {
-    Check(out.status().message().find(kValueA) == absl::string_view::npos);
+    Check(!absl::StrContains(out.status().message(), kValueA));
     return 0;
   }
   if (out->refusal) {
+    // (A header name the guest wrote is quoted: only a value the guest did not send counts.)
     for (absl::string_view v : {kValueA, kValueB}) {
-      Check(!absl::StrContains(out->refusal->message, v));
+      Check(!absl::StrContains(out->refusal->message, v) || absl::StrContains(bytes, v));
     }
     Check(!out->refusal->secret.empty());
     return 0;
