@@ -19,6 +19,9 @@ LAYERS = {
     "proto": ["base"],
     "store": ["base"],
     "net": ["base"],
+    # Secret specs, placeholders, value stores and sources: values never leave through here
+    # except by SecretValue::Reveal(), so it depends on nothing but base.
+    "secrets": ["base"],
     "image": ["base"],
     "workspace": ["base"],
     "api": ["base"],
