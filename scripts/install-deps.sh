@@ -9,6 +9,9 @@ PACKAGES=(
   libabsl-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libarchive-dev liblz4-dev libzstd-dev nettle-dev libssl-dev libsqlite3-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # secrets: the desktop keyring store (src/secrets/keyring_store.cc) talks to the Secret Service
+  # through libsecret; without a running keyring abox falls back to a 0600 file
+  libsecret-1-dev
   # abox mcp install: checks (never writes) Codex's config.toml (header-only use, no exceptions)
   libtomlplusplus-dev
   # tests only: the OpenAPI contract checker (src/api/openapi_check)
