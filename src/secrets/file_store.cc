@@ -201,7 +201,12 @@ absl::Status WriteEntries(int dir_fd, const std::string& path, const Entries& en
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FileValueStore>> FileValueStore::Open(
-    const std::filesystem::path& dir) {
+    const std::filesystem::path& given) {
+  // "…/secrets/" names the same directory as "…/secrets"; its parent is "…", not "…/secrets".
+  std::filesystem::path dir = given.lexically_normal();
+  if (!dir.has_filename()) {
+    dir = dir.parent_path();
+  }
   if (dir.empty()) {
     return absl::InvalidArgumentError("the secrets directory is empty");
   }

@@ -43,7 +43,7 @@ class FileValueStore final : public SecretValueStore {
   absl::Status Remove(const std::string& name) override;
   absl::StatusOr<std::vector<std::string>> List() override;
   // "file <dir>/values.json"
-  std::string Describe() const override;
+  [[nodiscard]] std::string Describe() const override;
 
   [[nodiscard]] std::filesystem::path file() const { return dir_ / kFileName; }
 

@@ -41,7 +41,7 @@ class FileValueStoreTest : public ::testing::Test {
   void SetUp() override {
     std::string templ = ::testing::TempDir() + "/file_store_XXXXXX";
     ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    root_ = templ;
+    root_ = fs::path(templ).lexically_normal();
     dir_ = root_ / "home" / "secrets";
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -66,6 +66,13 @@ TEST_F(FileValueStoreTest, DirectoryIs0700AndFile0600EvenWithAPermissiveUmask) {
   EXPECT_EQ(ModeOf(store->file()), 0600u);
   EXPECT_EQ(store->file(), dir_ / "values.json");
   EXPECT_EQ(store->Describe(), absl::StrCat("file ", (dir_ / "values.json").string()));
+}
+
+TEST_F(FileValueStoreTest, ATrailingSlashNamesTheSameDirectory) {
+  auto store = FileValueStore::Open(dir_.string() + "/");
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ(ModeOf(dir_), 0700u);
+  EXPECT_EQ((*store)->file(), dir_ / "values.json");
 }
 
 TEST_F(FileValueStoreTest, PutGetListRemoveRoundTrip) {

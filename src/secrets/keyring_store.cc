@@ -200,7 +200,11 @@ absl::StatusOr<std::vector<std::string>> KeyringValueStore::List() {
 absl::StatusOr<DefaultValueStore> OpenDefaultValueStore(const std::filesystem::path& dir,
                                                         KeyringOptions options) {
   if (options.abox_home.empty()) {
-    options.abox_home = dir.parent_path().string();
+    std::filesystem::path normal = dir.lexically_normal();
+    if (!normal.has_filename()) {  // "…/secrets/"
+      normal = normal.parent_path();
+    }
+    options.abox_home = normal.parent_path().string();
   }
   absl::Status keyring = KeyringValueStore::Probe(options);
   if (keyring.ok()) {

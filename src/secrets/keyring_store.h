@@ -47,7 +47,7 @@ class KeyringValueStore final : public SecretValueStore {
   absl::Status Remove(const std::string& name) override;
   absl::StatusOr<std::vector<std::string>> List() override;
   // "keyring"
-  std::string Describe() const override { return "keyring"; }
+  [[nodiscard]] std::string Describe() const override { return "keyring"; }
 
  private:
   explicit KeyringValueStore(KeyringOptions options) : options_(std::move(options)) {}

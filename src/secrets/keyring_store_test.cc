@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -53,7 +55,7 @@ class KeyringStoreTest : public ::testing::Test {
   void SetUp() override {
     std::string templ = ::testing::TempDir() + "/keyring_store_XXXXXX";
     ASSERT_NE(::mkdtemp(templ.data()), nullptr);
-    root_ = templ;
+    root_ = fs::path(templ).lexically_normal();
   }
   void TearDown() override { fs::remove_all(root_); }
   fs::path root_;
@@ -75,20 +77,25 @@ TEST_F(KeyringStoreTest, ADeadBusAddressFailsFast) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
-TEST_F(KeyringStoreTest, ABusWithoutASecretServiceIsNoKeyring) {
+// A private session bus (dbus-daemon) listening in `dir`, and its address.
+struct PrivateBus {
+  base::ChildProcess daemon;
+  std::string address;
+};
+std::optional<PrivateBus> StartPrivateBus(const fs::path& dir) {
   auto daemon_path = base::FindExecutable("dbus-daemon");
   if (!daemon_path) {
-    GTEST_SKIP() << "dbus-daemon is not installed";
+    return std::nullopt;
   }
   auto out = base::MakePipe();
-  ASSERT_TRUE(out.ok());
-  fs::path config = root_ / "bus.conf";
-  ASSERT_TRUE(base::WriteFileAtomic(config.string(), R"(<!DOCTYPE busconfig PUBLIC
+  EXPECT_TRUE(out.ok());
+  fs::path config = dir / "bus.conf";
+  EXPECT_TRUE(base::WriteFileAtomic(config.string(), R"(<!DOCTYPE busconfig PUBLIC
  "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>session</type>
-  <listen>unix:dir=)" + root_.string() + R"(</listen>
+  <listen>unix:dir=)" + dir.string() + R"(</listen>
   <policy context="default">
     <allow send_destination="*" eavesdrop="true"/>
     <allow eavesdrop="true"/>
@@ -100,22 +107,106 @@ TEST_F(KeyringStoreTest, ABusWithoutASecretServiceIsNoKeyring) {
   auto daemon = base::ChildProcess::Spawn(
       {.argv = {*daemon_path, "--config-file=" + config.string(), "--nofork", "--print-address"},
        .stdout_fd = out->write.get()});
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_TRUE(daemon.ok()) << daemon.status();
+  if (!daemon.ok()) {
+    return std::nullopt;
+  }
   out->write.reset();
-  std::string address;
+  PrivateBus bus{std::move(*daemon), ""};
   char c;
-  while (address.size() < 4096) {
+  while (bus.address.size() < 4096) {
     auto n = base::ReadSome(out->read.get(), &c, 1);
     if (!n.ok() || *n == 0 || c == '\n') {
       break;
     }
-    address.push_back(c);
+    bus.address.push_back(c);
   }
-  ASSERT_THAT(address, StartsWith("unix:"));
-  ScopedBusAddress bus(address);
+  EXPECT_THAT(bus.address, StartsWith("unix:"));
+  return bus;
+}
+
+TEST_F(KeyringStoreTest, ABusWithoutASecretServiceIsNoKeyring) {
+  std::optional<PrivateBus> bus = StartPrivateBus(root_);
+  if (!bus) {
+    GTEST_SKIP() << "dbus-daemon is not installed";
+  }
+  ScopedBusAddress address(bus->address);
   absl::Status probe = KeyringValueStore::Probe({.abox_home = root_.string()});
   EXPECT_FALSE(probe.ok());
   EXPECT_THAT(probe.message(), HasSubstr("keyring"));
+}
+
+// Runs only where gnome-keyring is installed (not a dependency): a real Secret Service on a
+// private bus, with a fresh login keyring unlocked by a password on stdin.
+TEST_F(KeyringStoreTest, RoundTripThroughGnomeKeyringWhenInstalled) {
+  auto keyring_path = base::FindExecutable("gnome-keyring-daemon");
+  std::optional<PrivateBus> bus;
+  if (keyring_path) {
+    bus = StartPrivateBus(root_);
+  }
+  if (!bus) {
+    GTEST_SKIP() << "needs dbus-daemon and gnome-keyring-daemon";
+  }
+  fs::path home = root_ / "home";
+  fs::path run = root_ / "run";
+  fs::create_directories(home);
+  fs::create_directories(run);
+  ::chmod(run.c_str(), 0700);
+  auto password = base::MakePipe();
+  ASSERT_TRUE(password.ok());
+  auto keyring = base::ChildProcess::Spawn(
+      {.argv = {*keyring_path, "--foreground", "--unlock", "--components=secrets"},
+       .env = std::vector<std::string>{"PATH=/usr/bin:/bin", "HOME=" + home.string(),
+                                       "XDG_RUNTIME_DIR=" + run.string(),
+                                       "DBUS_SESSION_BUS_ADDRESS=" + bus->address},
+       .stdin_fd = password->read.get()});
+  ASSERT_TRUE(keyring.ok()) << keyring.status();
+  password->read.reset();
+  ASSERT_TRUE(base::WriteAll(password->write.get(), "test-password").ok());
+  password->write.reset();
+
+  ScopedBusAddress address(bus->address);
+  KeyringOptions options{.abox_home = "/home/a/abox"};
+  absl::Status probe;
+  for (int i = 0; i < 100; ++i) {  // until the daemon has claimed its bus name
+    probe = KeyringValueStore::Probe(options);
+    if (probe.ok()) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(probe.ok()) << probe;
+
+  auto store = KeyringValueStore::Create(options);
+  auto other_home = KeyringValueStore::Create({.abox_home = "/home/b/abox"});
+  EXPECT_EQ(store->Describe(), "keyring");
+  std::string binary("tok\0\xff", 5);
+  ASSERT_TRUE(store->Put("GH_TOKEN", SecretValue(std::string("ghp_from_keyring"))).ok());
+  ASSERT_TRUE(store->Put("BIN", SecretValue(std::string(binary))).ok());
+  ASSERT_TRUE(store->Put("GH_TOKEN", SecretValue(std::string("ghp_rotated"))).ok());
+  ASSERT_TRUE(other_home->Put("GH_TOKEN", SecretValue(std::string("other-home"))).ok());
+
+  auto value = store->Get("GH_TOKEN");
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(value->Reveal(), "ghp_rotated");
+  EXPECT_EQ(store->Get("BIN")->Reveal(), binary);
+  EXPECT_EQ(other_home->Get("GH_TOKEN")->Reveal(), "other-home");
+  EXPECT_THAT(*store->List(), ::testing::ElementsAre("BIN", "GH_TOKEN"));
+  EXPECT_THAT(*other_home->List(), ::testing::ElementsAre("GH_TOKEN"));
+
+  ASSERT_TRUE(store->Remove("GH_TOKEN").ok());
+  EXPECT_EQ(store->Get("GH_TOKEN").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->Remove("GH_TOKEN").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(other_home->Get("GH_TOKEN")->Reveal(), "other-home");
+
+  // The default store keys items by the secrets directory's parent, the abox home.
+  auto opened = OpenDefaultValueStore("/home/a/abox/secrets/");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(opened->store->Describe(), "keyring");
+  EXPECT_EQ(opened->warning, "");
+  auto through_default = opened->store->Get("BIN");
+  ASSERT_TRUE(through_default.ok()) << through_default.status();
+  EXPECT_EQ(through_default->Reveal(), binary);
 }
 
 TEST_F(KeyringStoreTest, WithoutAKeyringTheFileStoreIsChosenWithAWarning) {

@@ -35,14 +35,17 @@ void CleanseJson(nlohmann::json& json) {
 
 SecretValue::SecretValue(std::string value) : value_(std::move(value)) { Cleanse(value); }
 
-SecretValue::SecretValue(SecretValue&& other) noexcept : value_(other.value_) {
+// After a move the source may still hold the bytes: a short value is copied out of its inline
+// buffer, and move assignment can hand the target's old heap buffer to the source. Wiping the
+// source's whole capacity covers both.
+SecretValue::SecretValue(SecretValue&& other) noexcept : value_(std::move(other.value_)) {
   Cleanse(other.value_);
 }
 
 SecretValue& SecretValue::operator=(SecretValue&& other) noexcept {
   if (this != &other) {
     Cleanse(value_);
-    value_ = other.value_;
+    value_ = std::move(other.value_);
     Cleanse(other.value_);
   }
   return *this;
