@@ -98,41 +98,6 @@ bool IsTokenChar(char c) {
          absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
 }
 
-absl::Status ValidateCommand(const CommandReference& command) {
-  if (command.argv.empty() || command.argv[0].empty()) {
-    return Invalid(
-        "a command source needs the command to run (argv[0]), e.g. [\"pass\", \"show\", "
-        "\"github/token\"]");
-  }
-  if (command.timeout.count() <= 0 || command.timeout > std::chrono::minutes(10)) {
-    return Invalid("a command source's timeout must be between 1 ms and 10 minutes");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateVault(const VaultReference& vault) {
-  if (!vault.addr.empty() &&
-      !(vault.addr.starts_with("http://") || vault.addr.starts_with("https://"))) {
-    return Invalid(
-        "a Vault address starts with https:// (or http://), e.g. "
-        "https://vault.example.com:8200; leave it empty to use $VAULT_ADDR");
-  }
-  for (auto [field, value] :
-       {std::pair<absl::string_view, const std::string&>{"mount", vault.mount},
-        {"path", vault.path},
-        {"key", vault.key}}) {
-    if (value.empty()) {
-      return Invalid(absl::StrCat("a Vault source needs its ", field,
-                                  " (KV v2: GET {addr}/v1/{mount}/data/{path}, field {key})"));
-    }
-    if (value.find_first_of("?#% \t\r\n") != std::string::npos || value.find("..") != value.npos) {
-      return Invalid(absl::StrCat("the Vault ", field,
-                                  " must not contain '?', '#', '%', '..' or white space"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Reads an optional string field; a present value of another type is an error.
 absl::Status ReadString(const json& object, absl::string_view key, std::string& out) {
   auto it = object.find(key);
@@ -216,6 +181,52 @@ absl::Status ReadSource(const json& source, SecretSpec& spec) {
 }
 
 }  // namespace
+
+absl::Status ValidateCommandReference(const CommandReference& command) {
+  if (command.argv.empty() || command.argv[0].empty()) {
+    return Invalid(
+        "a command source needs the command to run (argv[0]), e.g. [\"pass\", \"show\", "
+        "\"github/token\"]");
+  }
+  if (command.timeout.count() <= 0 || command.timeout > std::chrono::minutes(10)) {
+    return Invalid("a command source's timeout must be between 1 ms and 10 minutes");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateVaultReference(const VaultReference& vault) {
+  if (!vault.addr.empty() &&
+      !(vault.addr.starts_with("http://") || vault.addr.starts_with("https://"))) {
+    return Invalid(
+        "a Vault address starts with https:// (or http://), e.g. "
+        "https://vault.example.com:8200; leave it empty to use $VAULT_ADDR");
+  }
+  for (auto [field, value] :
+       {std::pair<absl::string_view, const std::string&>{"mount", vault.mount},
+        {"path", vault.path},
+        {"key", vault.key}}) {
+    if (value.empty()) {
+      return Invalid(absl::StrCat("a Vault source needs its ", field,
+                                  " (KV v2: GET {addr}/v1/{mount}/data/{path}, field {key})"));
+    }
+  }
+  // Mount and path go into the request target as they are: nothing that would end or escape
+  // the path (the key is only looked up in the JSON answer).
+  for (auto [field, value] :
+       {std::pair<absl::string_view, const std::string&>{"mount", vault.mount},
+        {"path", vault.path}}) {
+    bool bad = value.find_first_of("?#%\\") != std::string::npos || value.find("..") != value.npos;
+    for (char c : value) {
+      bad = bad || static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f;
+    }
+    if (bad) {
+      return Invalid(absl::StrCat("the Vault ", field,
+                                  " must be printable ASCII without '?', '#', '%', '\\', '..' "
+                                  "or spaces"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateSecretName(absl::string_view name) {
   bool ok = !name.empty() && name.size() <= kMaxSecretNameLength && IsUpperOrUnderscore(name[0]);
@@ -313,9 +324,9 @@ absl::Status ValidateSecretSpec(const SecretSpec& spec) {
     case SourceKind::kStored:
       return absl::OkStatus();
     case SourceKind::kCommand:
-      return ValidateCommand(spec.command);
+      return ValidateCommandReference(spec.command);
     case SourceKind::kVault:
-      return ValidateVault(spec.vault);
+      return ValidateVaultReference(spec.vault);
   }
   return Invalid("unknown source kind");
 }

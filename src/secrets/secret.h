@@ -107,6 +107,8 @@ inline constexpr size_t kMaxSecretNameLength = 64;
 [[nodiscard]] absl::Status ValidateHostPattern(absl::string_view pattern);
 [[nodiscard]] absl::Status ValidateHeaderName(absl::string_view header);
 [[nodiscard]] absl::Status ValidateFormat(absl::string_view format);
+[[nodiscard]] absl::Status ValidateCommandReference(const CommandReference& command);
+[[nodiscard]] absl::Status ValidateVaultReference(const VaultReference& vault);
 // Every field, including the source's reference.
 [[nodiscard]] absl::Status ValidateSecretSpec(const SecretSpec& spec);
 

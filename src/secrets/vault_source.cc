@@ -291,6 +291,7 @@ absl::StatusOr<SecretValue> Exchange(asio::io_context& io, Stream& stream,
 
 absl::StatusOr<SecretValue> ReadVaultSecret(const VaultReference& ref,
                                             const VaultOptions& options) {
+  ABOX_RETURN_IF_ERROR(ValidateVaultReference(ref));
   std::string addr = !options.addr.empty() ? options.addr : ref.addr;
   if (addr.empty()) {
     const char* env = GetEnv(options, "VAULT_ADDR");

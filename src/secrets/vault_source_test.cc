@@ -183,6 +183,9 @@ TEST(VaultSourceTest, NoAddressOrNoTokenSaysWhatToSet) {
   value = ReadVaultSecret(Ref(), options);
   EXPECT_EQ(value.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(value.status().message(), HasSubstr("vault login"));
+  VaultReference escaping = Ref();
+  escaping.path = "ci/github?list=true";
+  EXPECT_EQ(ReadVaultSecret(escaping, options).status().code(), absl::StatusCode::kInvalidArgument);
   options.addr = "vault.example.com:8200";
   EXPECT_EQ(ReadVaultSecret(Ref(), options).status().code(), absl::StatusCode::kInvalidArgument);
 }
