@@ -88,6 +88,8 @@ absl::StatusOr<SecretValue> RunSecretCommand(const std::vector<std::string>& arg
   };
 
   std::string value;
+  // Reserved once: growing would free earlier buffers holding part of the value unwiped.
+  value.reserve(options.max_output);
   std::string stderr_text;
   absl::Cleanup wipe = [&value] { Cleanse(value); };
   std::array<char, 16384> buf{};
