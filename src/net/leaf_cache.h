@@ -1,0 +1,75 @@
+// Leaf certificates and their server SSL_CTX per intercepted host, kept in an LRU so the proxy
+// signs a certificate and builds a context once per host, not per connection.
+//
+// Thread-safe. A miss issues outside the lock (two threads missing the same host both issue;
+// the second result replaces the first, both are valid). An entry is re-issued when it is within
+// `renew_before` of its notAfter by the injected clock, so a long-running aboxd never presents an
+// expired leaf. Hosts are normalised (NormalizeHostName) before lookup: "API.Example.com." and
+// "api.example.com" share an entry.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "src/net/intercept_ca.h"
+
+namespace abox::net {
+
+class LeafCache final {
+ public:
+  struct Options {
+    size_t capacity = 256;
+    absl::Duration renew_before = absl::Hours(24);
+    std::function<absl::Time()> now = [] { return absl::Now(); };
+  };
+
+  // What the proxy needs to terminate TLS for one host.
+  struct Entry {
+    InterceptLeaf leaf;
+    SslCtxPtr server_ctx;  // MakeInterceptServerContext(leaf); SSL_new per connection
+  };
+
+  struct Stats {
+    uint64_t hits = 0;
+    uint64_t misses = 0;    // absent, or renewed (counted in `renewals` too)
+    uint64_t renewals = 0;  // present but within renew_before of notAfter
+    uint64_t evictions = 0;
+    size_t size = 0;
+  };
+
+  // `ca` must outlive the cache. capacity >= 1.
+  LeafCache(const InterceptCa& ca, Options options);
+  LeafCache(const LeafCache&) = delete;
+  LeafCache& operator=(const LeafCache&) = delete;
+
+  // The entry for `host`, issued on a miss. InvalidArgument as InterceptCa::IssueLeaf.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Entry>> Get(absl::string_view host);
+
+  // Counters since construction (for the hit-rate benchmark).
+  Stats stats() const;
+
+ private:
+  struct Slot {
+    std::shared_ptr<const Entry> entry;
+    std::list<std::string>::iterator lru;  // position in lru_
+  };
+
+  const InterceptCa& ca_;
+  const Options options_;
+  mutable std::mutex mu_;
+  std::list<std::string> lru_;  // most recently used first
+  std::unordered_map<std::string, Slot> slots_;
+  Stats stats_;
+};
+
+}  // namespace abox::net
