@@ -3,17 +3,15 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <openssl/bio.h>
-#include <openssl/bn.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <ctime>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -22,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/net/host_name.h"
@@ -30,26 +29,15 @@ namespace abox::net {
 namespace {
 
 // Both files are small PEM; anything larger is not ours.
-constexpr size_t kMaxCaFileSize = 64 * 1024;
-// RFC 5280 ub-common-name.
-constexpr size_t kMaxCommonName = 64;
-constexpr char kCaNamePrefix[] = "abox local interception CA (";
+constexpr size_t kMaxCaFileSize = size_t{64} * 1024;
+constexpr char kInstallCaName[] = "abox local interception CA";
+constexpr char kConstrainedCaName[] = "abox sandbox interception CA";
+constexpr size_t kMaxPermittedDomains = 256;
 
 struct BioFree {
   void operator()(BIO* bio) const { BIO_free(bio); }
 };
 using BioPtr = std::unique_ptr<BIO, BioFree>;
-
-// The first queued OpenSSL error (the queue is cleared), as "what: reason".
-absl::Status OpenSslError(absl::string_view what) {
-  unsigned long code = ERR_get_error();  // NOLINT(google-runtime-int): OpenSSL's type
-  char reason[256] = "unknown error";
-  if (code != 0) {
-    ERR_error_string_n(code, reason, sizeof(reason));
-  }
-  ERR_clear_error();
-  return absl::InternalError(absl::StrCat(what, ": ", reason));
-}
 
 absl::Status Damaged(const std::string& path, const std::string& dir, absl::string_view why) {
   ERR_clear_error();
@@ -60,105 +48,9 @@ absl::Status Damaged(const std::string& path, const std::string& dir, absl::stri
       path, why, dir, dir));
 }
 
-absl::StatusOr<std::string> ToPem(X509* cert) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio || PEM_write_bio_X509(bio.get(), cert) != 1) {
-    return OpenSslError("PEM_write_bio_X509");
-  }
-  char* data = nullptr;
-  long len = BIO_get_mem_data(bio.get(), &data);  // NOLINT(google-runtime-int)
-  return std::string(data, static_cast<size_t>(len));
-}
-
-absl::StatusOr<std::string> KeyToPem(EVP_PKEY* key) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio ||
-      PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
-    return OpenSslError("PEM_write_bio_PrivateKey");
-  }
-  char* data = nullptr;
-  long len = BIO_get_mem_data(bio.get(), &data);  // NOLINT(google-runtime-int)
-  std::string pem(data, static_cast<size_t>(len));
-  OPENSSL_cleanse(data, static_cast<size_t>(len));
-  return pem;
-}
-
-absl::StatusOr<EvpPkeyPtr> NewP256Key() {
-  EvpPkeyPtr key(EVP_EC_gen("P-256"));
-  if (!key) {
-    return OpenSslError("EVP_EC_gen(P-256)");
-  }
-  return key;
-}
-
-bool IsP256(EVP_PKEY* key) {
-  char group[64] = {};
-  size_t len = 0;
-  return EVP_PKEY_is_a(key, "EC") == 1 &&
-         EVP_PKEY_get_group_name(key, group, sizeof(group), &len) == 1 &&
-         absl::string_view(group, len) == "prime256v1";
-}
-
-absl::Status SetRandomSerial(X509* cert) {
-  unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-    return OpenSslError("RAND_bytes");
-  }
-  bytes[0] |= 0x01;  // never zero (RFC 5280: positive)
-  BIGNUM* bn = BN_bin2bn(bytes, sizeof(bytes), nullptr);
-  absl::Cleanup free_bn = [bn] { BN_free(bn); };
-  if (bn == nullptr || BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(cert)) == nullptr) {
-    return OpenSslError("serial number");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SetValidity(X509* cert, absl::Time not_before, absl::Time not_after) {
-  if (ASN1_TIME_set(X509_getm_notBefore(cert), absl::ToTimeT(not_before)) == nullptr ||
-      ASN1_TIME_set(X509_getm_notAfter(cert), absl::ToTimeT(not_after)) == nullptr) {
-    return OpenSslError("ASN1_TIME_set");
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<absl::Time> NotAfter(X509* cert) {
-  struct tm tm = {};
-  if (ASN1_TIME_to_tm(X509_get0_notAfter(cert), &tm) != 1) {
-    return OpenSslError("ASN1_TIME_to_tm");
-  }
-  return absl::FromTM(tm, absl::UTCTimeZone());
-}
-
-// Adds the v3 extension `nid` = `value` (OpenSSL's config syntax), with `issuer` for
-// authorityKeyIdentifier.
-absl::Status AddExtension(X509* cert, X509* issuer, int nid, const std::string& value) {
-  X509V3_CTX ctx;
-  X509V3_set_ctx_nodb(&ctx);
-  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
-  X509_EXTENSION* ext = X509V3_EXT_nconf_nid(nullptr, &ctx, nid, value.c_str());
-  if (ext == nullptr) {
-    return OpenSslError(absl::StrCat("extension ", OBJ_nid2sn(nid), "=", value));
-  }
-  int added = X509_add_ext(cert, ext, -1);
-  X509_EXTENSION_free(ext);
-  if (added != 1) {
-    return OpenSslError("X509_add_ext");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status AddCommonName(X509_NAME* name, const std::string& cn) {
-  if (X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
-                                 reinterpret_cast<const unsigned char*>(cn.data()),
-                                 static_cast<int>(cn.size()), -1, 0) != 1) {
-    return OpenSslError("X509_NAME_add_entry_by_txt(CN)");
-  }
-  return absl::OkStatus();
-}
-
-// "abox local interception CA (<hostname>)", the host name cut to printable ASCII and to fit
-// the 64-character limit of a CN.
-std::string CaCommonName() {
+// "<prefix> (<hostname>)", the host name cut to printable ASCII and to fit the 64-character
+// limit of a CN.
+std::string CaCommonName(absl::string_view prefix) {
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) {
     host[0] = '\0';
@@ -167,11 +59,15 @@ std::string CaCommonName() {
   for (const char* p = host; *p != '\0'; ++p) {
     clean.push_back(*p > 0x20 && *p < 0x7f ? *p : '?');
   }
-  size_t room = kMaxCommonName - (sizeof(kCaNamePrefix) - 1) - 1;
-  return absl::StrCat(kCaNamePrefix, clean.substr(0, room), ")");
+  size_t room = kMaxCommonNameLength - prefix.size() - 3;
+  return absl::StrCat(prefix, " (", clean.substr(0, room), ")");
 }
 
-absl::StatusOr<X509Ptr> MakeCaCertificate(EVP_PKEY* key, absl::Time now) {
+// A self-signed CA certificate for `key`; `name_constraints` (OpenSSL config syntax) when not
+// empty.
+absl::StatusOr<X509Ptr> MakeCaCertificate(EVP_PKEY* key, absl::Time now,
+                                          absl::string_view cn_prefix,
+                                          const std::string& name_constraints) {
   X509Ptr cert(X509_new());
   if (!cert || X509_set_version(cert.get(), 2) != 1) {
     return OpenSslError("X509_new");
@@ -179,7 +75,7 @@ absl::StatusOr<X509Ptr> MakeCaCertificate(EVP_PKEY* key, absl::Time now) {
   ABOX_RETURN_IF_ERROR(SetRandomSerial(cert.get()));
   ABOX_RETURN_IF_ERROR(
       SetValidity(cert.get(), now - kCertBackdate, now - kCertBackdate + kInterceptCaValidity));
-  ABOX_RETURN_IF_ERROR(AddCommonName(X509_get_subject_name(cert.get()), CaCommonName()));
+  ABOX_RETURN_IF_ERROR(AddCommonName(X509_get_subject_name(cert.get()), CaCommonName(cn_prefix)));
   if (X509_set_issuer_name(cert.get(), X509_get_subject_name(cert.get())) != 1 ||
       X509_set_pubkey(cert.get(), key) != 1) {
     return OpenSslError("X509_set_pubkey");
@@ -190,6 +86,10 @@ absl::StatusOr<X509Ptr> MakeCaCertificate(EVP_PKEY* key, absl::Time now) {
   ABOX_RETURN_IF_ERROR(
       AddExtension(cert.get(), cert.get(), NID_key_usage, "critical,keyCertSign,cRLSign"));
   ABOX_RETURN_IF_ERROR(AddExtension(cert.get(), cert.get(), NID_subject_key_identifier, "hash"));
+  if (!name_constraints.empty()) {
+    ABOX_RETURN_IF_ERROR(
+        AddExtension(cert.get(), cert.get(), NID_name_constraints, name_constraints));
+  }
   if (X509_sign(cert.get(), key, EVP_sha256()) == 0) {
     return OpenSslError("X509_sign");
   }
@@ -226,7 +126,7 @@ absl::StatusOr<std::string> ReadCaFile(const std::string& path, mode_t forbidden
   }
   if ((st.st_mode & forbidden) != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(
-        "%s has mode %04o: other users could read or change the key every sandbox trusts. "
+        "%s has mode %04o: other users could read or change what every sandbox trusts. "
         "Restrict it (chmod %s %s), and if someone else may have read the key, remove the "
         "directory to make a new CA",
         path, st.st_mode & 07777, chmod, path));
@@ -286,15 +186,42 @@ absl::Status EnsurePrivateDirectory(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<std::string> CertificateToPem(X509* cert) { return ToPem(cert); }
+absl::StatusOr<std::string> NormalizeCertificateHost(absl::string_view host) {
+  std::string literal(host);
+  unsigned char addr[16];
+  if (::inet_pton(AF_INET, literal.c_str(), addr) == 1 ||
+      ::inet_pton(AF_INET6, literal.c_str(), addr) == 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no interception certificate for ", QuoteForLog(host),
+                     ": it is an IP address, and secrets are bound to host names only"));
+  }
+  auto normalized = NormalizeHostName(host);
+  if (!normalized.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("no interception certificate for ",
+                                                   QuoteForLog(host), ": ",
+                                                   normalized.status().message()));
+  }
+  return normalized;
+}
 
 InterceptCa::InterceptCa(X509Ptr cert, EvpPkeyPtr key, EvpPkeyPtr leaf_key, std::string cert_pem,
-                         absl::Time not_after)
+                         absl::Time not_after, std::vector<std::string> permitted_domains)
     : cert_(std::move(cert)),
       key_(std::move(key)),
       leaf_key_(std::move(leaf_key)),
       cert_pem_(std::move(cert_pem)),
-      not_after_(not_after) {}
+      not_after_(not_after),
+      permitted_domains_(std::move(permitted_domains)) {}
+
+absl::StatusOr<std::unique_ptr<InterceptCa>> InterceptCa::Finish(
+    X509Ptr cert, EvpPkeyPtr key, std::vector<std::string> permitted_domains) {
+  ABOX_ASSIGN_OR_RETURN(EvpPkeyPtr leaf_key, NewP256Key());
+  ABOX_ASSIGN_OR_RETURN(absl::Time not_after, NotAfter(cert.get()));
+  ABOX_ASSIGN_OR_RETURN(std::string pem, CertificateToPem(cert.get()));
+  return std::unique_ptr<InterceptCa>(new InterceptCa(std::move(cert), std::move(key),
+                                                      std::move(leaf_key), std::move(pem),
+                                                      not_after, std::move(permitted_domains)));
+}
 
 absl::StatusOr<std::unique_ptr<InterceptCa>> InterceptCa::LoadOrCreate(const std::string& dir,
                                                                        absl::Time now) {
@@ -310,20 +237,17 @@ absl::StatusOr<std::unique_ptr<InterceptCa>> InterceptCa::LoadOrCreate(const std
   };
   const bool key_absent = absl::IsNotFound(key_pem.status());
   const bool cert_absent = absl::IsNotFound(cert_pem.status());
-  ABOX_ASSIGN_OR_RETURN(EvpPkeyPtr leaf_key, NewP256Key());
 
   if (key_absent && cert_absent) {
     ABOX_ASSIGN_OR_RETURN(EvpPkeyPtr key, NewP256Key());
-    ABOX_ASSIGN_OR_RETURN(X509Ptr cert, MakeCaCertificate(key.get(), now));
-    ABOX_ASSIGN_OR_RETURN(std::string new_key_pem, KeyToPem(key.get()));
+    ABOX_ASSIGN_OR_RETURN(X509Ptr cert, MakeCaCertificate(key.get(), now, kInstallCaName, ""));
+    ABOX_ASSIGN_OR_RETURN(std::string new_key_pem, PrivateKeyToPem(key.get()));
     absl::Status written = base::WriteFileAtomic(key_path, new_key_pem, 0600);
     OPENSSL_cleanse(new_key_pem.data(), new_key_pem.size());
     ABOX_RETURN_IF_ERROR(written);
-    ABOX_ASSIGN_OR_RETURN(std::string pem, ToPem(cert.get()));
+    ABOX_ASSIGN_OR_RETURN(std::string pem, CertificateToPem(cert.get()));
     ABOX_RETURN_IF_ERROR(base::WriteFileAtomic(cert_path, pem, 0644));
-    ABOX_ASSIGN_OR_RETURN(absl::Time not_after, NotAfter(cert.get()));
-    return std::unique_ptr<InterceptCa>(
-        new InterceptCa(std::move(cert), std::move(key), std::move(leaf_key), pem, not_after));
+    return Finish(std::move(cert), std::move(key), {});
   }
   if (key_absent || cert_absent) {
     ABOX_RETURN_IF_ERROR(key_absent ? cert_pem.status() : key_pem.status());
@@ -361,28 +285,45 @@ absl::StatusOr<std::unique_ptr<InterceptCa>> InterceptCa::LoadOrCreate(const std
         "made before",
         cert_path, absl::FormatTime(not_after), dir, dir));
   }
-  ABOX_ASSIGN_OR_RETURN(std::string pem, ToPem(cert.get()));
-  return std::unique_ptr<InterceptCa>(
-      new InterceptCa(std::move(cert), std::move(key), std::move(leaf_key), pem, not_after));
+  return Finish(std::move(cert), std::move(key), {});
+}
+
+absl::StatusOr<std::unique_ptr<InterceptCa>> InterceptCa::CreateConstrained(
+    const std::vector<std::string>& domains, absl::Time now) {
+  if (domains.empty() || domains.size() > kMaxPermittedDomains) {
+    return absl::InvalidArgumentError(absl::StrCat("a constrained interception CA needs 1 to ",
+                                                   kMaxPermittedDomains, " domains, not ",
+                                                   domains.size()));
+  }
+  std::vector<std::string> permitted;
+  // Names are LDH only (NormalizeCertificateHost), so none can add an item to this list.
+  std::string constraints = "critical";
+  for (const std::string& domain : domains) {
+    ABOX_ASSIGN_OR_RETURN(std::string name, NormalizeCertificateHost(domain));
+    if (std::find(permitted.begin(), permitted.end(), name) == permitted.end()) {
+      absl::StrAppend(&constraints, ",permitted;DNS:", name);
+      permitted.push_back(std::move(name));
+    }
+  }
+  // No iPAddress subtree would leave every IP SAN allowed (RFC 5280 4.2.1.10): exclude them all.
+  absl::StrAppend(&constraints, ",excluded;IP:0.0.0.0/0.0.0.0,excluded;IP:::/::");
+  ABOX_ASSIGN_OR_RETURN(EvpPkeyPtr key, NewP256Key());
+  ABOX_ASSIGN_OR_RETURN(X509Ptr cert,
+                        MakeCaCertificate(key.get(), now, kConstrainedCaName, constraints));
+  return Finish(std::move(cert), std::move(key), std::move(permitted));
 }
 
 absl::StatusOr<InterceptLeaf> InterceptCa::IssueLeaf(absl::string_view host, absl::Time now) const {
-  std::string literal(host);
-  unsigned char addr[16];
-  if (::inet_pton(AF_INET, literal.c_str(), addr) == 1 ||
-      ::inet_pton(AF_INET6, literal.c_str(), addr) == 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no interception certificate for ", QuoteForLog(host),
-                     ": it is an IP address, and secrets are bound to host names only"));
-  }
-  auto normalized = NormalizeHostName(host);
-  if (!normalized.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("no interception certificate for ",
-                                                   QuoteForLog(host), ": ",
-                                                   normalized.status().message()));
+  ABOX_ASSIGN_OR_RETURN(std::string name, NormalizeCertificateHost(host));
+  if (!permitted_domains_.empty() &&
+      std::none_of(permitted_domains_.begin(), permitted_domains_.end(),
+                   [&](const std::string& domain) { return IsSubdomainOrSelf(name, domain); })) {
+    return absl::InvalidArgumentError(absl::StrCat("no interception certificate for ", name,
+                                                   ": this sandbox's CA is limited to ",
+                                                   absl::StrJoin(permitted_domains_, ", ")));
   }
   InterceptLeaf leaf;
-  leaf.host = *std::move(normalized);
+  leaf.host = std::move(name);
   leaf.not_after = std::min(now + kLeafValidity, not_after_);
 
   X509Ptr cert(X509_new());
@@ -393,7 +334,7 @@ absl::StatusOr<InterceptLeaf> InterceptCa::IssueLeaf(absl::string_view host, abs
   ABOX_RETURN_IF_ERROR(SetValidity(cert.get(), now - kCertBackdate, leaf.not_after));
   // The name is in the SAN, which clients check; a CN too when it fits (64 characters), else an
   // empty subject and a critical SAN (RFC 5280 4.2.1.6).
-  const bool with_cn = leaf.host.size() <= kMaxCommonName;
+  const bool with_cn = leaf.host.size() <= kMaxCommonNameLength;
   if (with_cn) {
     ABOX_RETURN_IF_ERROR(AddCommonName(X509_get_subject_name(cert.get()), leaf.host));
   }
@@ -420,42 +361,6 @@ absl::StatusOr<InterceptLeaf> InterceptCa::IssueLeaf(absl::string_view host, abs
   X509_up_ref(cert_.get());
   leaf.issuer.reset(cert_.get());
   return leaf;
-}
-
-namespace {
-
-// ALPN: http/1.1 when offered, else none (the client then speaks HTTP/1.1 or gives up).
-int SelectHttp11(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_len,
-                 const unsigned char* in, unsigned int in_len, void* /*arg*/) {
-  static const unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
-  unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, out_len, kHttp11, sizeof(kHttp11), in, in_len) ==
-      OPENSSL_NPN_NEGOTIATED) {
-    *out = selected;
-    return SSL_TLSEXT_ERR_OK;
-  }
-  return SSL_TLSEXT_ERR_NOACK;
-}
-
-}  // namespace
-
-absl::StatusOr<SslCtxPtr> MakeInterceptServerContext(const InterceptLeaf& leaf) {
-  SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));
-  if (!ctx) {
-    return OpenSslError("SSL_CTX_new");
-  }
-  // TLS 1.0/1.1 are obsolete (RFC 8996); renegotiation could change what the proxy checked.
-  if (SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION) != 1) {
-    return OpenSslError("SSL_CTX_set_min_proto_version");
-  }
-  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-  if (SSL_CTX_use_certificate(ctx.get(), leaf.cert.get()) != 1 ||
-      SSL_CTX_use_PrivateKey(ctx.get(), leaf.key.get()) != 1 ||
-      SSL_CTX_check_private_key(ctx.get()) != 1) {
-    return OpenSslError(absl::StrCat("server certificate for ", leaf.host));
-  }
-  SSL_CTX_set_alpn_select_cb(ctx.get(), SelectHttp11, nullptr);
-  return ctx;
 }
 
 }  // namespace abox::net

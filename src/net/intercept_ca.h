@@ -2,8 +2,8 @@
 // bound to (issue 15), and the leaf certificates it issues.
 //
 // One CA per install, kept under `$ABOX_HOME/ca/` (ca.key, ca.crt) and installed in every
-// guest's trust store. Its key is what a guest would need to impersonate any host to another
-// abox guest, so it is created 0600 in a 0700 directory, written atomically, and refused (never
+// guest's trust store. Whoever holds its key can impersonate any host to every abox guest,
+// so it is created 0600 in a 0700 directory, written atomically, and refused (never
 // repaired) when it is readable by others, a symlink, or damaged: guests already trust the
 // certificate, so silently making a new one would break them, and silently accepting a loose
 // key would hide a compromise.
@@ -11,39 +11,33 @@
 // Leaves: ECDSA P-256, SAN dNSName = the host only, serverAuth, 7 days. All leaves of one
 // InterceptCa share one key pair, made in memory when the CA is loaded (never written): a leaf
 // then costs one signature instead of a key generation, and the key is no more exposed than
-// the CA key that sits beside it in aboxd's memory. The CA has pathlen:0 and no
-// nameConstraints (a per-sandbox constrained sub-CA is future work; see src/net/README.md).
+// the CA key that sits beside it in aboxd's memory.
 //
-// Thread safety: an InterceptCa is immutable after LoadOrCreate; IssueLeaf may be called from
+// The install CA has pathlen:0 and no nameConstraints: its key can vouch for any name to a
+// guest that trusts it. CreateConstrained makes the alternative the issue welcomes: a CA for one
+// sandbox, held in memory only, whose nameConstraints permit just the secret's bound domains, so
+// its key is useless for any other name. It is a root of its own, not an intermediate below the
+// install CA: a guest trusting the install CA would accept anything that CA signs anyway, and
+// pathlen:0 forbids intermediates.
+//
+// Thread safety: an InterceptCa is immutable once made; IssueLeaf may be called from
 // any thread. Trust boundary: `host` comes from the guest (SNI) via the proxy's checks, and is
 // validated again here; the files under `dir` belong to the user.
 #pragma once
 
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "src/net/x509_builder.h"
 
 namespace abox::net {
-
-struct X509Free {
-  void operator()(X509* cert) const { X509_free(cert); }
-};
-struct EvpPkeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-struct SslCtxFree {
-  void operator()(SSL_CTX* ctx) const { SSL_CTX_free(ctx); }
-};
-using X509Ptr = std::unique_ptr<X509, X509Free>;
-using EvpPkeyPtr = std::unique_ptr<EVP_PKEY, EvpPkeyFree>;
-using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
 
 inline constexpr char kInterceptCaKeyFile[] = "ca.key";
 inline constexpr char kInterceptCaCertFile[] = "ca.crt";
@@ -61,6 +55,10 @@ struct InterceptLeaf {
   absl::Time not_after;
 };
 
+// `host` as a leaf names it (NormalizeHostName), or InvalidArgument "no interception
+// certificate for <host>: <why>" for an IP literal or what NormalizeHostName refuses.
+[[nodiscard]] absl::StatusOr<std::string> NormalizeCertificateHost(absl::string_view host);
+
 class InterceptCa final {
  public:
   // Loads the CA kept in `dir`, or makes one there when neither file exists (creating `dir`
@@ -72,39 +70,50 @@ class InterceptCa final {
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<InterceptCa>> LoadOrCreate(
       const std::string& dir, absl::Time now = absl::Now());
 
+  // A CA kept in memory only whose certificate carries critical nameConstraints: permitted
+  // dNSName subtrees `domains` (each permits the name and every name below it, as RFC 5280
+  // defines a DNS subtree) and no IP address at all. For one sandbox whose bound hosts are
+  // known; the caller installs its certificate in that guest instead of the install CA's.
+  // InvalidArgument for an empty list, more than 256 domains, or a domain IssueLeaf would
+  // refuse as a host.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<InterceptCa>> CreateConstrained(
+      const std::vector<std::string>& domains, absl::Time now = absl::Now());
+
   InterceptCa(const InterceptCa&) = delete;
   InterceptCa& operator=(const InterceptCa&) = delete;
 
   // The CA certificate in PEM, for a guest's trust store.
-  const std::string& CertificatePem() const { return cert_pem_; }
-  X509* certificate() const { return cert_.get(); }
-  absl::Time not_after() const { return not_after_; }
+  [[nodiscard]] const std::string& CertificatePem() const { return cert_pem_; }
+  [[nodiscard]] X509* certificate() const { return cert_.get(); }
+  [[nodiscard]] absl::Time not_after() const { return not_after_; }
+  // The permitted domains of a constrained CA (normalised); empty for the install CA.
+  [[nodiscard]] const std::vector<std::string>& permitted_domains() const {
+    return permitted_domains_;
+  }
+
+  // The CA's private key, for tests that forge what a thief of the key could sign.
+  [[nodiscard]] EVP_PKEY* key_for_testing() const { return key_.get(); }
 
   // A leaf for `host` valid from now - kCertBackdate to now + kLeafValidity (never past the
   // CA's own notAfter). InvalidArgument when `host` is not a DNS name (empty, an IP literal,
-  // > 253 characters, a label that is not letters, digits and inner hyphens).
+  // > 253 characters, a label that is not letters, digits and inner hyphens), or, for a
+  // constrained CA, outside its permitted domains.
   [[nodiscard]] absl::StatusOr<InterceptLeaf> IssueLeaf(absl::string_view host,
                                                         absl::Time now) const;
 
  private:
   InterceptCa(X509Ptr cert, EvpPkeyPtr key, EvpPkeyPtr leaf_key, std::string cert_pem,
-              absl::Time not_after);
+              absl::Time not_after, std::vector<std::string> permitted_domains);
+  // The rest of construction, which can fail: the leaf key, not_after, the PEM.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<InterceptCa>> Finish(
+      X509Ptr cert, EvpPkeyPtr key, std::vector<std::string> permitted_domains);
 
   X509Ptr cert_;
   EvpPkeyPtr key_;
   EvpPkeyPtr leaf_key_;
   std::string cert_pem_;
   absl::Time not_after_;
+  std::vector<std::string> permitted_domains_;
 };
-
-// A server-side SSL_CTX presenting `leaf` (the proxy's end of a terminated connection):
-// TLS 1.2 and 1.3 only, no renegotiation; ALPN picks "http/1.1" when the client offers it and
-// negotiates none otherwise (the proxy speaks HTTP/1.1 only). A caller wanting other ALPN
-// replaces the callback with SSL_CTX_set_alpn_select_cb before sharing the context. Safe to
-// share between threads once made (SSL_new per connection).
-[[nodiscard]] absl::StatusOr<SslCtxPtr> MakeInterceptServerContext(const InterceptLeaf& leaf);
-
-// `cert` in PEM.
-[[nodiscard]] absl::StatusOr<std::string> CertificateToPem(X509* cert);
 
 }  // namespace abox::net

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/base/io.h"
+#include "src/net/x509_builder.h"
 
 namespace abox::net {
 namespace {
@@ -52,7 +52,8 @@ std::string CommonName(X509* cert) {
   return len < 0 ? "" : std::string(cn, static_cast<size_t>(len));
 }
 
-// X509_verify_cert of `leaf` against a store holding only `ca`, for `host`, at `at`.
+// X509_verify_cert of `leaf` against a store holding only `ca`, for `host` (any when empty), at
+// `at`: X509_V_OK or the error.
 int VerifyLeaf(X509* ca, X509* leaf, const std::string& host, absl::Time at) {
   X509_STORE* store = X509_STORE_new();
   X509_STORE_add_cert(store, ca);
@@ -60,7 +61,9 @@ int VerifyLeaf(X509* ca, X509* leaf, const std::string& host, absl::Time at) {
   X509_STORE_CTX_init(ctx, store, leaf, nullptr);
   X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_SERVER);
   X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(ctx);
-  X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+  if (!host.empty()) {
+    X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+  }
   X509_VERIFY_PARAM_set_time(param, absl::ToTimeT(at));
   int ok = X509_verify_cert(ctx);
   int error = X509_STORE_CTX_get_error(ctx);
@@ -300,13 +303,65 @@ TEST_F(InterceptLeafTest, RefusesWhatIsNotAHostName) {
   EXPECT_THAT(ca_->IssueLeaf("192.0.2.1", kNow).status().message(), HasSubstr("IP address"));
 }
 
-TEST_F(InterceptLeafTest, ServerContextIsTls12OrLater) {
-  auto leaf = ca_->IssueLeaf("api.example.test", kNow);
-  ASSERT_TRUE(leaf.ok());
-  auto ctx = MakeInterceptServerContext(*leaf);
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  EXPECT_EQ(SSL_CTX_get_min_proto_version(ctx->get()), TLS1_2_VERSION);
-  EXPECT_EQ(X509_cmp(SSL_CTX_get0_certificate(ctx->get()), leaf->cert.get()), 0);
+// What a thief of a constrained CA's key could sign: a leaf for `san` ("DNS:x", "IP:x").
+X509Ptr ForgeLeaf(const InterceptCa& ca, const std::string& san) {
+  X509Ptr cert(X509_new());
+  X509_set_version(cert.get(), 2);
+  EXPECT_TRUE(SetRandomSerial(cert.get()).ok());
+  EXPECT_TRUE(SetValidity(cert.get(), kNow - absl::Hours(1), kNow + absl::Hours(24)).ok());
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(ca.certificate()));
+  auto key = NewP256Key();
+  EXPECT_TRUE(key.ok());
+  X509_set_pubkey(cert.get(), key->get());
+  EXPECT_TRUE(AddExtension(cert.get(), ca.certificate(), NID_subject_alt_name, san).ok());
+  EXPECT_TRUE(AddExtension(cert.get(), ca.certificate(), NID_ext_key_usage, "serverAuth").ok());
+  EXPECT_NE(X509_sign(cert.get(), ca.key_for_testing(), EVP_sha256()), 0);
+  return cert;
+}
+
+TEST(ConstrainedInterceptCaTest, IssuesLeavesForItsDomainsOnly) {
+  auto ca =
+      InterceptCa::CreateConstrained({"api.example.test", "Example.ORG", "example.org"}, kNow);
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  EXPECT_THAT((*ca)->permitted_domains(),
+              ::testing::ElementsAre("api.example.test", "example.org"));
+  X509* cert = (*ca)->certificate();
+  EXPECT_THAT(CommonName(cert), StartsWith("abox sandbox interception CA ("));
+  EXPECT_TRUE(ExtensionIsCritical(cert, NID_name_constraints));
+  EXPECT_EQ(X509_check_ca(cert), 1);
+
+  for (const std::string host : {"api.example.test", "example.org", "www.example.org"}) {
+    auto leaf = (*ca)->IssueLeaf(host, kNow);
+    ASSERT_TRUE(leaf.ok()) << leaf.status();
+    EXPECT_EQ(VerifyLeaf(cert, leaf->cert.get(), host, kNow), X509_V_OK) << host;
+  }
+  auto refused = (*ca)->IssueLeaf("example.test", kNow);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("limited to api.example.test, example.org"));
+}
+
+TEST(ConstrainedInterceptCaTest, LeafForceSignedOutsideItsDomainsFailsVerification) {
+  auto ca = InterceptCa::CreateConstrained({"api.example.test"}, kNow);
+  ASSERT_TRUE(ca.ok()) << ca.status();
+  X509* cert = (*ca)->certificate();
+  X509Ptr allowed = ForgeLeaf(**ca, "DNS:api.example.test");
+  EXPECT_EQ(VerifyLeaf(cert, allowed.get(), "api.example.test", kNow), X509_V_OK);
+  X509Ptr other = ForgeLeaf(**ca, "DNS:bank.example");
+  EXPECT_EQ(VerifyLeaf(cert, other.get(), "bank.example", kNow), X509_V_ERR_PERMITTED_VIOLATION);
+  X509Ptr parent = ForgeLeaf(**ca, "DNS:example.test");
+  EXPECT_EQ(VerifyLeaf(cert, parent.get(), "example.test", kNow), X509_V_ERR_PERMITTED_VIOLATION);
+  X509Ptr address = ForgeLeaf(**ca, "IP:192.0.2.1");
+  // Verified without a host name: OpenSSL checks the name first and would stop there.
+  EXPECT_EQ(VerifyLeaf(cert, address.get(), "", kNow), X509_V_ERR_EXCLUDED_VIOLATION);
+}
+
+TEST(ConstrainedInterceptCaTest, RefusesNoDomainsAndNonHosts) {
+  EXPECT_EQ(InterceptCa::CreateConstrained({}, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InterceptCa::CreateConstrained({"10.0.0.1"}, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InterceptCa::CreateConstrained({"a.test,DNS:b.test"}, kNow).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,14 +1,50 @@
 #include "src/net/leaf_cache.h"
 
+#include <openssl/ssl.h>
+
 #include <cstdlib>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "src/base/status_macros.h"
-#include "src/net/host_name.h"
 
 namespace abox::net {
+namespace {
+
+// ALPN: http/1.1 when offered, else none (the client then speaks HTTP/1.1 or gives up).
+int SelectHttp11(SSL* /*ssl*/, const unsigned char** out, unsigned char* out_len,
+                 const unsigned char* in, unsigned int in_len, void* /*arg*/) {
+  static constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, out_len, kHttp11, sizeof(kHttp11), in, in_len) ==
+      OPENSSL_NPN_NEGOTIATED) {
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+}  // namespace
+
+absl::StatusOr<SslCtxPtr> MakeInterceptServerContext(const InterceptLeaf& leaf) {
+  SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));
+  if (!ctx) {
+    return OpenSslError("SSL_CTX_new");
+  }
+  // TLS 1.0/1.1 are obsolete (RFC 8996); renegotiation could change what the proxy checked.
+  if (SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION) != 1) {
+    return OpenSslError("SSL_CTX_set_min_proto_version");
+  }
+  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  if (SSL_CTX_use_certificate(ctx.get(), leaf.cert.get()) != 1 ||
+      SSL_CTX_use_PrivateKey(ctx.get(), leaf.key.get()) != 1 ||
+      SSL_CTX_check_private_key(ctx.get()) != 1) {
+    return OpenSslError(absl::StrCat("server certificate for ", leaf.host));
+  }
+  SSL_CTX_set_alpn_select_cb(ctx.get(), SelectHttp11, nullptr);
+  return ctx;
+}
 
 LeafCache::LeafCache(const InterceptCa& ca, Options options)
     : ca_(ca), options_(std::move(options)) {
@@ -18,13 +54,7 @@ LeafCache::LeafCache(const InterceptCa& ca, Options options)
 }
 
 absl::StatusOr<std::shared_ptr<const LeafCache::Entry>> LeafCache::Get(absl::string_view host) {
-  auto normalized = NormalizeHostName(host);
-  if (!normalized.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("no interception certificate for ",
-                                                   QuoteForLog(host), ": ",
-                                                   normalized.status().message()));
-  }
-  const std::string& key = *normalized;
+  ABOX_ASSIGN_OR_RETURN(const std::string key, NormalizeCertificateHost(host));
   const absl::Time now = options_.now();
   {
     std::lock_guard lock(mu_);

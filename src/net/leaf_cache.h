@@ -25,6 +25,13 @@
 
 namespace abox::net {
 
+// A server-side SSL_CTX presenting `leaf` (the proxy's end of a terminated connection):
+// TLS 1.2 and 1.3 only, no renegotiation; ALPN picks "http/1.1" when the client offers it and
+// negotiates none otherwise (the proxy speaks HTTP/1.1 only). A caller wanting other ALPN
+// replaces the callback with SSL_CTX_set_alpn_select_cb before sharing the context. Safe to
+// share between threads once made (SSL_new per connection).
+[[nodiscard]] absl::StatusOr<SslCtxPtr> MakeInterceptServerContext(const InterceptLeaf& leaf);
+
 class LeafCache final {
  public:
   struct Options {
@@ -56,7 +63,7 @@ class LeafCache final {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const Entry>> Get(absl::string_view host);
 
   // Counters since construction (for the hit-rate benchmark).
-  Stats stats() const;
+  [[nodiscard]] Stats stats() const;
 
  private:
   struct Slot {

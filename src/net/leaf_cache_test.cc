@@ -9,7 +9,9 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -116,9 +118,34 @@ TEST(LeafCacheTest, RefusesANonHostWithoutCountingIt) {
   LeafCache cache(*ca, OptionsWith(clock));
   auto entry = cache.Get("10.0.0.1");
   EXPECT_EQ(entry.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(entry.status().message(), HasSubstr("no interception certificate for 10.0.0.1"));
+  EXPECT_THAT(entry.status().message(),
+              HasSubstr("no interception certificate for 10.0.0.1: it is an IP address"));
   EXPECT_EQ(cache.stats().misses, 0u);
   EXPECT_EQ(cache.stats().size, 0u);
+}
+
+TEST(LeafCacheTest, CountsEveryRequestFromManyThreads) {
+  auto ca = MakeCa("threads");
+  ASSERT_NE(ca, nullptr);
+  base::FakeClock clock;
+  LeafCache cache(*ca, OptionsWith(clock, /*capacity=*/4));
+  constexpr int kThreads = 4;
+  constexpr int kRequests = 50;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&cache, t] {
+      for (int i = 0; i < kRequests; ++i) {
+        auto entry = cache.Get(absl::StrCat("h", (i + t) % 6, ".example.test"));
+        EXPECT_TRUE(entry.ok() && (*entry)->server_ctx != nullptr);
+      }
+    });
+  }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  LeafCache::Stats stats = cache.stats();
+  EXPECT_EQ(stats.hits + stats.misses, uint64_t{kThreads * kRequests});
+  EXPECT_LE(stats.size, 4u);
 }
 
 struct SslFree {
@@ -229,6 +256,17 @@ TEST(LeafCacheTest, ClientOfAnotherInstallRefusesTheLeaf) {
                                                 "api.example.test", "api.example.test");
   EXPECT_FALSE(result.handshake);
   EXPECT_NE(result.verify_result, X509_V_OK);
+}
+
+TEST(LeafCacheTest, ServerContextIsTls12OrLater) {
+  auto ca = MakeCa("tls12");
+  ASSERT_NE(ca, nullptr);
+  auto leaf = ca->IssueLeaf("api.example.test", absl::Now());
+  ASSERT_TRUE(leaf.ok());
+  auto ctx = MakeInterceptServerContext(*leaf);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  EXPECT_EQ(SSL_CTX_get_min_proto_version(ctx->get()), TLS1_2_VERSION);
+  EXPECT_EQ(X509_cmp(SSL_CTX_get0_certificate(ctx->get()), leaf->cert.get()), 0);
 }
 
 }  // namespace
