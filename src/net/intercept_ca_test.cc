@@ -2,6 +2,7 @@
 
 #include <openssl/x509v3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -23,7 +24,8 @@ using ::testing::StartsWith;
 const absl::Time kNow = absl::FromUnixSeconds(1798761600);
 
 std::string FreshDir(const std::string& name) {
-  auto dir = std::filesystem::path(::testing::TempDir()) / "intercept_ca_test" / name;
+  auto dir = std::filesystem::path(::testing::TempDir()) /
+             absl::StrCat("intercept_ca_test.", ::getpid()) / name;  // ctest runs tests in parallel
   std::filesystem::remove_all(dir);
   return (dir / "ca").string();
 }

@@ -4,6 +4,7 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
@@ -24,7 +25,8 @@ namespace {
 using ::testing::HasSubstr;
 
 std::unique_ptr<InterceptCa> MakeCa(const std::string& name) {
-  auto dir = std::filesystem::path(::testing::TempDir()) / "leaf_cache_test" / name;
+  auto dir = std::filesystem::path(::testing::TempDir()) /
+             absl::StrCat("leaf_cache_test.", ::getpid()) / name;  // ctest runs tests in parallel
   std::filesystem::remove_all(dir);
   auto ca = InterceptCa::LoadOrCreate((dir / "ca").string());
   if (!ca.ok()) {
