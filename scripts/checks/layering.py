@@ -31,7 +31,7 @@ LAYERS = {
     "guest": ["base", "proto", "workspace"],
     "client": ["base", "api", "http"],
     "daemon": ["base", "api", "http", "store", "runtime", "vmm", "image", "net", "proto",
-               "workspace"],
+               "workspace", "secrets"],
     # The CLI is a client of the API: it fills and reads the api types (src/api/<resource>.h)
     # that the client sends and decodes.
     "cli": ["base", "api", "client", "runtime", "image", "vmm", "proto", "workspace"],

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "src/proto/frame.h"
 #include "src/runtime/guest_identity.h"
 #include "src/runtime/sandbox.h"
+#include "src/secrets/file_store.h"
 #include "src/store/migrations.h"
 #include "src/workspace/run_copies.h"
 
@@ -42,6 +44,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   d->exec_repo_ = std::make_unique<store::ExecRepo>(*d->db_);
   d->event_repo_ = std::make_unique<store::EventRepo>(*d->db_);
   d->egress_repo_ = std::make_unique<store::EgressRepo>(*d->db_);
+  d->secret_repo_ = std::make_unique<store::SecretRepo>(*d->db_, store_clock);
+  SecretService::ValueStoreOpener secret_values = std::move(deps.secret_values);
+  if (!secret_values) {
+    secret_values = [home = layout.home]() -> absl::StatusOr<secrets::DefaultValueStore> {
+      const char* choice = std::getenv("ABOX_SECRET_STORE");  // NOLINT(concurrency-mt-unsafe)
+      if (choice != nullptr && std::string(choice) == "file") {
+        ABOX_ASSIGN_OR_RETURN(std::unique_ptr<secrets::FileValueStore> file,
+                              secrets::FileValueStore::Open(home / "secrets"));
+        return secrets::DefaultValueStore{.store = std::move(file)};
+      }
+      return secrets::OpenDefaultValueStore(home / "secrets");
+    };
+  }
+  d->secrets_ = std::make_unique<SecretService>(*d->secret_repo_, std::move(secret_values));
   d->events_ = std::make_unique<EventBus>(*d->event_repo_);
   d->ledger_ = std::make_unique<Ledger>(d->config_.budget);
   d->timers_ = std::make_unique<TimerQueue>();
@@ -126,6 +142,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   s.workspaces = d->workspaces_.get();
   s.egress = d->egress_.get();
   s.pool = d->pool_.get();
+  s.secrets = d->secrets_.get();
   s.clock = clock;
   s.started = clock->Now();
   s.openapi_yaml = d->config_.openapi_yaml;

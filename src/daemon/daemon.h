@@ -24,6 +24,7 @@
 #include "src/daemon/services/guest_tools_gate.h"
 #include "src/daemon/services/ledger.h"
 #include "src/daemon/services/sandbox_service.h"
+#include "src/daemon/services/secret_service.h"
 #include "src/daemon/services/setup_runner.h"
 #include "src/daemon/services/workspace_service.h"
 #include "src/daemon/timer_queue.h"
@@ -33,6 +34,7 @@
 #include "src/store/event_repo.h"
 #include "src/store/exec_repo.h"
 #include "src/store/sandbox_repo.h"
+#include "src/store/secret_repo.h"
 #include "src/vmm/vmm.h"
 
 namespace abox::daemon {
@@ -58,6 +60,9 @@ struct DaemonConfig {
 struct DaemonDeps {
   std::unique_ptr<vmm::Vmm> vmm;  // null: QEMU, with this user's settings
   base::Clock* clock = nullptr;   // null: the system clock
+  // Where stored secrets' values go. Null: the keyring when one answers, else a 0600 file in
+  // $ABOX_HOME/secrets.
+  SecretService::ValueStoreOpener secret_values;
 };
 
 class Daemon final {
@@ -110,6 +115,8 @@ class Daemon final {
   std::unique_ptr<store::ExecRepo> exec_repo_;
   std::unique_ptr<store::EventRepo> event_repo_;
   std::unique_ptr<store::EgressRepo> egress_repo_;
+  std::unique_ptr<store::SecretRepo> secret_repo_;
+  std::unique_ptr<SecretService> secrets_;
   std::unique_ptr<EventBus> events_;
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<TimerQueue> timers_;

@@ -219,11 +219,23 @@ ALTER TABLE sandboxes_v4 RENAME TO sandboxes;
 CREATE INDEX sandboxes_by_state ON sandboxes (state);
 )sql";
 
+// Secrets' specs (names, hosts, header, source: never values; those live in the keyring or the
+// 0600 file store, src/secrets).
+constexpr char kSchemaV5[] = R"sql(
+CREATE TABLE secrets (
+  name TEXT PRIMARY KEY NOT NULL CHECK (length(name) BETWEEN 1 AND 64),
+  spec TEXT NOT NULL,                     -- secrets::SecretSpecToJson
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "sandboxes, execs with bounded output, events", kSchemaV1},
     {2, "egress policies, connection and DNS logs, ask-to-allow requests", kSchemaV2},
     {3, "per-sandbox retention counters, events and requests indexed by sandbox", kSchemaV3},
     {4, "sandboxes may be paused", kSchemaV4, /*rebuilds_tables=*/true},
+    {5, "secrets' specs", kSchemaV5},
 };
 
 absl::StatusOr<int> ReadVersion(Connection& connection) {

@@ -14,6 +14,7 @@
 #include "src/daemon/services/guest_tools_gate.h"
 #include "src/daemon/services/ledger.h"
 #include "src/daemon/services/sandbox_service.h"
+#include "src/daemon/services/secret_service.h"
 #include "src/daemon/services/workspace_service.h"
 #include "src/daemon/timer_queue.h"
 #include "src/http/router.h"
@@ -31,6 +32,7 @@ struct Services {
   WorkspaceService* workspaces = nullptr;
   EgressService* egress = nullptr;  // null: the egress routes answer 501
   WarmPool* pool = nullptr;         // null: no warm pool
+  SecretService* secrets = nullptr;
   base::Clock* clock = &base::SystemClock();
   absl::Time started;
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml
@@ -47,5 +49,6 @@ struct Services {
 [[nodiscard]] absl::Status AddWorkspaceRoutes(http::Router& router, Services& services);
 [[nodiscard]] absl::Status AddEgressRoutes(http::Router& router, Services& services);
 [[nodiscard]] absl::Status AddCheckpointRoutes(http::Router& router, Services& services);
+[[nodiscard]] absl::Status AddSecretRoutes(http::Router& router, Services& services);
 
 }  // namespace abox::daemon

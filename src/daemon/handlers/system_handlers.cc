@@ -68,6 +68,7 @@ absl::Status RegisterRoutes(http::Router& router, Services& services) {
   ABOX_RETURN_IF_ERROR(AddWorkspaceRoutes(router, services));
   ABOX_RETURN_IF_ERROR(AddCheckpointRoutes(router, services));
   ABOX_RETURN_IF_ERROR(AddEgressRoutes(router, services));
+  ABOX_RETURN_IF_ERROR(AddSecretRoutes(router, services));
   return absl::OkStatus();
 }
 

@@ -19,6 +19,7 @@
 #include "src/daemon/daemon.h"
 #include "src/http/testing/http_test_client.h"
 #include "src/http/testing/test_server.h"
+#include "src/secrets/file_store.h"
 #include "src/store/database.h"
 #include "src/store/migrations.h"
 #include "tests/testing/fake_vmm.h"
@@ -74,7 +75,18 @@ class TestDaemon final {
     };
     auto vmm = std::make_unique<abox::testing::FakeVmm>(vmm_options);
     vmm_ = vmm.get();
-    auto daemon = Daemon::Create(std::move(config), {.vmm = std::move(vmm), .clock = clock_});
+    // Never the person's keyring: a file store in the test home.
+    auto secret_values = [home = home_]() -> absl::StatusOr<secrets::DefaultValueStore> {
+      absl::StatusOr<std::unique_ptr<secrets::FileValueStore>> store =
+          secrets::FileValueStore::Open(home + "/secrets");
+      if (!store.ok()) {
+        return store.status();
+      }
+      return secrets::DefaultValueStore{.store = *std::move(store)};
+    };
+    auto daemon = Daemon::Create(
+        std::move(config),
+        {.vmm = std::move(vmm), .clock = clock_, .secret_values = std::move(secret_values)});
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
     if (create_injector_) {
