@@ -26,6 +26,9 @@ PACKAGES=(
   git
   # benchmarks only: the floor for workspace sync (rsync between two host directories)
   rsync
+  # tests only: a real keyring round trip (src/secrets/keyring_store_test: a private bus and
+  # a throwaway login keyring)
+  dbus gnome-keyring
   # tests only: the loopback upstreams of the egress tests (openssl s_server, python3 http.server)
   openssl python3
 )

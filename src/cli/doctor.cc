@@ -55,8 +55,6 @@ no verdict is cached, runs abox's KVM probe boot (a few seconds).
 Exit status: 0 when no check failed (warnings included), 1 when any failed.
 )";
 
-constexpr char kNoSecretStore[] = "n/a: no secret store yet (issue 15)";
-
 // The KVM verdict abox's probe cached for the default image's kernel, else (unless quick) a
 // probe boot now, not cached: doctor writes nothing.
 std::optional<vmm::KvmVerdict> KvmVerdict(const base::HostLayout& layout, bool quick) {
@@ -212,7 +210,7 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
        "no canary lookup: it would need a command in a sandbox, and doctor only observes; "
        "`abox exec ID -- getent hosts denied.example` should fail",
        ""});
-  report.checks.push_back({"secrets", "secrets.store", CheckStatus::kInfo, kNoSecretStore, ""});
+  report.checks.push_back(SecretFileCheck(host, facts.home));
   report.checks.push_back({"secrets", "secrets.ca_key", CheckStatus::kInfo,
                            "n/a: no CA key yet (the proxy does not intercept TLS)", ""});
   report.risks = ResidualRisks(report.checks, host.euid);

@@ -224,6 +224,36 @@ absl::StatusOr<std::vector<std::string>> TcpListeners(const HostView& host, int6
   return out;
 }
 
+Check SecretFileCheck(const HostView& host, const std::string& home) {
+  const std::string dir = absl::StrCat(home, "/secrets");
+  const std::string file = absl::StrCat(dir, "/values.json");
+  auto check = [](CheckStatus status, std::string reason, std::string fix = "") {
+    return Check{"secrets", "secrets.store", status, std::move(reason), std::move(fix)};
+  };
+  absl::StatusOr<struct stat> d = host.Lstat(dir);
+  absl::StatusOr<struct stat> f = host.Lstat(file);
+  if (!f.ok()) {
+    return check(CheckStatus::kInfo,
+                 absl::StrCat("no value file (", file,
+                              "): stored secrets' values are in the desktop keyring, or there are "
+                              "none (`abox secret ls`)"));
+  }
+  if (!d.ok() || !S_ISDIR(d->st_mode) || !OwnerOnly(*d, host.euid) || !S_ISREG(f->st_mode) ||
+      !OwnerOnly(*f, host.euid)) {
+    return check(CheckStatus::kFail,
+                 absl::StrCat(file, " (uid ", f->st_uid, ", mode ", Mode(*f),
+                              ") or its folder is "
+                              "not yours alone: aboxd refuses to use it, and others may have read "
+                              "the values"),
+                 absl::StrCat("chmod 700 ", dir, "; chmod 600 ", file,
+                              "; then rotate the secrets in it (`abox secret ls`)"));
+  }
+  return check(CheckStatus::kPass,
+               absl::StrCat(file, ": yours, mode ", Mode(*f),
+                            " (no desktop keyring was found: the values are as safe as this "
+                            "account's files)"));
+}
+
 std::vector<Check> DaemonChecks(const HostView& host, const DaemonFacts& facts) {
   return {RunningCheck(facts),    SocketDirectoryCheck(host, facts), SocketCheck(host, facts),
           HomeCheck(host, facts), StateFilesCheck(host, facts),      TcpCheck(host, facts)};

@@ -334,7 +334,8 @@ std::vector<Risk> ResidualRisks(const std::vector<Check>& checks, uid_t euid) {
   risks.push_back({"an allowed name on a shared CDN can front for others on it",
                    "egress decides by name (SNI / Host), not by what the CDN routes to"});
   risks.push_back({"no secrets brokering: a secret given to a command is in the guest",
-                   "the secret store (issue 15) is not built"});
+                   "abox keeps secrets (abox secret) but no sandbox gets them yet: the proxy's "
+                   "swap (issue 15) is not wired"});
   return risks;
 }
 

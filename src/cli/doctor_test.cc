@@ -292,6 +292,23 @@ TEST(DoctorDaemonTest, ADaemonNotRunningIsAWarningWithTheCommandToStartIt) {
   EXPECT_EQ(Find(checks, "daemon.tcp")->status, CheckStatus::kInfo);
 }
 
+TEST(DoctorSecretsTest, TheValueFileMustBeTheUsersAlone) {
+  FakeHost host;
+  EXPECT_EQ(SecretFileCheck(host.view(), "/home/u/abox").status, CheckStatus::kInfo);
+  host.Dir("/home/u/abox/secrets", 0700);
+  host.File("/home/u/abox/secrets/values.json", "{}", 0600);
+  Check ok = SecretFileCheck(host.view(), "/home/u/abox");
+  EXPECT_EQ(ok.status, CheckStatus::kPass) << ok.reason;
+  EXPECT_EQ(ok.category, "secrets");
+  host.File("/home/u/abox/secrets/values.json", "{}", 0644);
+  Check loose = SecretFileCheck(host.view(), "/home/u/abox");
+  EXPECT_EQ(loose.status, CheckStatus::kFail);
+  EXPECT_THAT(loose.fix, HasSubstr("chmod 600 /home/u/abox/secrets/values.json"));
+  host.File("/home/u/abox/secrets/values.json", "{}", 0600);
+  host.Dir("/home/u/abox/secrets", 0755);
+  EXPECT_EQ(SecretFileCheck(host.view(), "/home/u/abox").status, CheckStatus::kFail);
+}
+
 TEST(DoctorHostTest, NoKvmDeviceAndNoSeccompAndLittleDisk) {
   FakeHost host;
   host.qemu_help = "-accel ...\n";

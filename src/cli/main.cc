@@ -21,6 +21,7 @@
 #include "src/cli/output.h"
 #include "src/cli/run_command.h"
 #include "src/cli/sandbox_commands.h"
+#include "src/cli/secret_commands.h"
 #include "src/cli/usage_errors.h"
 #include "src/cli/workspace_commands.h"
 #include "src/proto/frame.h"
@@ -29,7 +30,7 @@ namespace {
 
 constexpr char kAppFooter[] =
     R"(The sandbox commands (run, create, exec, shell, ls, inspect, logs, stop, rm, events, egress,
-checkpoint, pause) talk to aboxd, the per-user daemon that keeps sandboxes; the first of them
+checkpoint, pause, secret) talk to aboxd, the per-user daemon that keeps sandboxes; the first of them
 starts it (see `abox daemon --help`). `abox run --direct` boots a VM without aboxd.
 
 Environment: ABOX_HOME (images, sandboxes, logs; default ~/.local/share/abox),
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   abox::cli::AddWorkspaceCommands(app, &action);
   abox::cli::AddCheckpointCommands(app, &action);
   abox::cli::AddEgressCommands(app, &action);
+  abox::cli::AddSecretCommands(app, &action);
   abox::cli::AddDaemonCommands(app, &action);
   abox::cli::AddMcpCommands(app, &action);
   abox::cli::AddDoctorCommand(app, &action);
