@@ -53,7 +53,9 @@ void ExpectFoundAtEverySplit(absl::string_view body, absl::string_view encoding)
 std::string PercentEncodeAll(absl::string_view s, bool upper) {
   std::string out;
   for (char c : s) {
-    absl::StrAppend(&out, absl::StrFormat(upper ? "%%%02X" : "%%%02x", static_cast<uint8_t>(c)));
+    const auto byte = static_cast<uint8_t>(c);
+    absl::StrAppend(&out,
+                    upper ? absl::StrFormat("%%%02X", byte) : absl::StrFormat("%%%02x", byte));
   }
   return out;
 }
@@ -61,7 +63,9 @@ std::string PercentEncodeAll(absl::string_view s, bool upper) {
 std::string JsonEscapeAll(absl::string_view s, bool upper) {
   std::string out;
   for (char c : s) {
-    absl::StrAppend(&out, absl::StrFormat(upper ? "\\u%04X" : "\\u%04x", static_cast<uint8_t>(c)));
+    const auto byte = static_cast<uint8_t>(c);
+    absl::StrAppend(&out,
+                    upper ? absl::StrFormat("\\u%04X", byte) : absl::StrFormat("\\u%04x", byte));
   }
   return out;
 }
