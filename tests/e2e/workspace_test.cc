@@ -260,8 +260,16 @@ TEST_F(WorkspaceE2eTest, KilledRunWorkspaceCopyIsRemovedByTheNextRun) {
   // Wait for the copy to exist, then SIGKILL the abox that makes it (found by its argv).
   bool killed = false;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  // (The copy's lock file comes first: wait for the copy's folder itself.)
+  auto copy_exists = [&] {
+    bool found = false;
+    for (const std::string& name : RunCopies(home_.path())) {
+      found |= fs::is_directory(fs::path(home_.path()) / "tmp" / name);
+    }
+    return found;
+  };
   while (!killed && std::chrono::steady_clock::now() < deadline) {
-    if (!RunCopies(home_.path()).empty()) {
+    if (copy_exists()) {
       std::error_code ec;
       for (pid_t pid : ProcessesMatching(big.string())) {
         if (fs::read_symlink(absl::StrCat("/proc/", pid, "/exe"), ec) == fs::path(AboxBin())) {
@@ -274,11 +282,7 @@ TEST_F(WorkspaceE2eTest, KilledRunWorkspaceCopyIsRemovedByTheNextRun) {
   runner.join();
   ASSERT_TRUE(killed) << "the copy never appeared: " << killed_run.err;
   EXPECT_EQ(killed_run.exit_code, 128 + SIGKILL) << killed_run.err;
-  bool copy_left = false;
-  for (const std::string& name : RunCopies(home_.path())) {
-    copy_left |= fs::is_directory(fs::path(home_.path()) / "tmp" / name);
-  }
-  ASSERT_TRUE(copy_left) << "the killed run left no copy, so this test proves nothing";
+  ASSERT_TRUE(copy_exists()) << "the killed run left no copy, so this test proves nothing";
 
   AboxCall next;
   next.args = {"run", "--", "true"};
