@@ -101,6 +101,12 @@ nlohmann::json ToJson(const SandboxCreate& c) {
     }
     j["setup"] = std::move(setup);
   }
+  if (!c.secrets.empty()) {
+    j["secrets"] = c.secrets;
+  }
+  if (!c.git_push.empty()) {
+    j["git_push"] = c.git_push;
+  }
   return j;
 }
 
@@ -140,6 +146,8 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
     s.OptionalInt("timeout_seconds", &spec.timeout_seconds, 0, int64_t{7} * 86400);
     c.setup = std::move(spec);
   });
+  r.OptionalStringMap("secrets", &c.secrets, 64);
+  r.OptionalStringArray("git_push", &c.git_push, 16);
   ABOX_RETURN_IF_ERROR(r.Finish());
   if (c.egress && c.egress->mode && *c.egress->mode != "none" && *c.egress->mode != "allowlist" &&
       *c.egress->mode != "open") {
@@ -209,6 +217,12 @@ nlohmann::json ToJson(const Sandbox& s) {
     j["vmm_pid"] = s.vmm_pid;
   }
   PutApiTime(j, "expires_at", s.expires_at);
+  if (!s.secrets.empty()) {
+    j["secrets"] = s.secrets;
+  }
+  if (!s.git_push.empty()) {
+    j["git_push"] = s.git_push;
+  }
   return j;
 }
 
@@ -234,6 +248,12 @@ void ReadSandbox(AnswerReader& r, Sandbox& s) {
   r.Int("running_execs", &s.running_execs);
   r.Json("workspace", &s.workspace);
   r.Object("egress", [&](AnswerReader& e) { e.String("mode", &s.egress_mode); });
+  if (r.Has("secrets")) {
+    r.StringMap("secrets", &s.secrets);
+  }
+  if (r.Has("git_push")) {
+    r.StringArray("git_push", &s.git_push);
+  }
   r.Object("dropped", [&](AnswerReader& d) {
     SandboxDropped dropped;
     d.Int("queue", &dropped.queue);

@@ -61,6 +61,12 @@ struct SandboxCreate {
   std::optional<WorkspaceSpec> workspace;
   std::optional<EgressSpec> egress;
   std::optional<SetupSpec> setup;
+  // Secrets the sandbox gets (issue 15): secret name -> the environment variable that holds its
+  // placeholder in every command (empty: the secret's name).
+  std::map<std::string, std::string> secrets;
+  // Git pushes it may make through the proxy: "HOST/OWNER/REPO:BRANCH-PATTERN" (the token is the
+  // one secret in `secrets` bound to HOST, if any).
+  std::vector<std::string> git_push;
 
   friend bool operator==(const SandboxCreate&, const SandboxCreate&) = default;
 };
@@ -94,6 +100,8 @@ struct SandboxLive {
   // when unknown.
   std::string egress_mode;
   std::optional<SandboxDropped> dropped;
+  std::map<std::string, std::string> secrets;  // secret name -> variable (never a value)
+  std::vector<std::string> git_push;
 };
 
 // A sandbox as the API shows it. Absent optional facts are empty / zero / nullopt.
@@ -120,6 +128,9 @@ struct Sandbox {
   nlohmann::json workspace;
   std::string egress_mode;                // "egress": {"mode": ...}; empty when unknown
   std::optional<SandboxDropped> dropped;  // absent when it lost nothing
+  // What it was given (abox create --secret / --git-push): names and variables only.
+  std::map<std::string, std::string> secrets;
+  std::vector<std::string> git_push;
 
   friend bool operator==(const Sandbox&, const Sandbox&) = default;
 };

@@ -12,6 +12,7 @@ nlohmann::json ToJson(const Secret& s) {
       {"name", s.name}, {"spec", s.spec}, {"source", s.source}, {"stored_in", s.stored_in}};
   PutApiTime(j, "created_at", s.created_at);
   PutApiTime(j, "updated_at", s.updated_at);
+  j["used_by"] = s.used_by;
   return j;
 }
 
@@ -25,6 +26,9 @@ Secret ReadSecret(AnswerReader& r) {
   r.String("stored_in", &s.stored_in);
   r.Time("created_at", &s.created_at);
   r.Time("updated_at", &s.updated_at);
+  if (r.Has("used_by")) {
+    r.StringArray("used_by", &s.used_by);
+  }
   return s;
 }
 

@@ -26,6 +26,7 @@ struct Secret {
   std::string stored_in;  // for "stored": "keyring" or "file <path>"; else empty
   std::optional<absl::Time> created_at;
   std::optional<absl::Time> updated_at;
+  std::vector<std::string> used_by;  // ids of the sandboxes given it (not removed)
 
   friend bool operator==(const Secret&, const Secret&) = default;
 };

@@ -43,7 +43,9 @@ struct CreateOptions {
   std::vector<std::string> allow;
   std::vector<std::string> setup;
   std::vector<std::string> setup_allow;
-  int64_t setup_timeout = 0;  // seconds; 0: the daemon's default
+  int64_t setup_timeout = 0;         // seconds; 0: the daemon's default
+  std::vector<std::string> secrets;  // NAME or NAME=VARIABLE
+  std::vector<std::string> git_push;
 };
 
 int Create(const CreateOptions& o) {
@@ -103,6 +105,19 @@ int Create(const CreateOptions& o) {
         "--setup-allow and --setup-timeout are for --setup commands: give at least one "
         "--setup CMD"));
   }
+  for (const std::string& text : o.secrets) {
+    size_t eq = text.find('=');
+    std::string name = text.substr(0, eq);
+    std::string env = eq == std::string::npos ? "" : text.substr(eq + 1);
+    if (name.empty() || (eq != std::string::npos && env.empty())) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--secret \"", text, "\": write NAME or NAME=VARIABLE (e.g. GH=GITHUB_TOKEN)")));
+    }
+    if (!body.secrets.emplace(name, env).second) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat("--secret ", name, " is given twice")));
+    }
+  }
+  body.git_push = o.git_push;
   absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
   if (!api.ok()) {
     return Fail(api.status());
@@ -317,6 +332,18 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
                    "Fail the create when the --setup commands take longer than this many "
                    "seconds together (default 600)")
       ->check(CLI::Range(int64_t{1}, int64_t{604800}));
+  create_cmd
+      ->add_option("--secret", create->secrets,
+                   "Give the sandbox secret NAME (abox secret set) as a placeholder in $NAME, or "
+                   "in $VARIABLE with NAME=VARIABLE; the proxy swaps the real value in for the "
+                   "secret's hosts, which are allowed too (repeatable)")
+      ->allow_extra_args(false);
+  create_cmd
+      ->add_option("--git-push", create->git_push,
+                   "Let git push to HOST/OWNER/REPO branches matching PATTERN "
+                   "(HOST/OWNER/REPO:PATTERN, e.g. github.com/acme/app:agent/*), with the token "
+                   "of the --secret bound to HOST added on the host (repeatable)")
+      ->allow_extra_args(false);
   create_cmd->add_flag("--json", create->json, "Print the created sandbox as the API's JSON");
   create_cmd->add_flag("--no-wait", create->no_wait,
                        "Return as soon as the sandbox is accepted (state creating); follow it "

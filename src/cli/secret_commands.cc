@@ -261,12 +261,13 @@ int List(bool json) {
     absl::Time now = absl::Now();
     for (const api::Secret& s : *all) {
       rows.push_back({s.name, HostsText(s.spec), HeaderText(s.spec), WhereText(s),
+                      s.used_by.empty() ? "-" : absl::StrJoin(s.used_by, ","),
                       s.updated_at ? FormatAge(now - *s.updated_at) + " ago" : "-"});
     }
-    std::printf(
-        "%s", ForTerminal(stdout,
-                          FormatTable({"NAME", "HOSTS", "SENT AS", "VALUE FROM", "UPDATED"}, rows))
-                  .c_str());
+    std::printf("%s", ForTerminal(stdout, FormatTable({"NAME", "HOSTS", "SENT AS", "VALUE FROM",
+                                                       "USED BY", "UPDATED"},
+                                                      rows))
+                          .c_str());
     return 0;
   });
 }

@@ -58,6 +58,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
     };
   }
   d->secrets_ = std::make_unique<SecretService>(*d->secret_repo_, std::move(secret_values));
+  d->grant_repo_ = std::make_unique<store::GrantRepo>(*d->db_);
+  d->grants_ = std::make_unique<SecretGrants>(*d->secrets_, *d->grant_repo_, layout);
   d->events_ = std::make_unique<EventBus>(*d->event_repo_);
   d->ledger_ = std::make_unique<Ledger>(d->config_.budget);
   d->timers_ = std::make_unique<TimerQueue>();
@@ -115,6 +117,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
       .pool = d->pool_.get(),
       .checkpoints = d->checkpoints_.get(),
       .egress = d->egress_.get(),
+      .grants = d->grants_.get(),
   });
   d->gate_ = std::make_unique<GuestToolsGate>(*d->context_);
   d->exec_service_ = std::make_unique<ExecService>(*d->context_, *d->gate_);
@@ -143,6 +146,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   s.egress = d->egress_.get();
   s.pool = d->pool_.get();
   s.secrets = d->secrets_.get();
+  s.grants = d->grants_.get();
   s.clock = clock;
   s.started = clock->Now();
   s.openapi_yaml = d->config_.openapi_yaml;

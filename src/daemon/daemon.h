@@ -33,6 +33,7 @@
 #include "src/store/egress_repo.h"
 #include "src/store/event_repo.h"
 #include "src/store/exec_repo.h"
+#include "src/store/grant_repo.h"
 #include "src/store/sandbox_repo.h"
 #include "src/store/secret_repo.h"
 #include "src/vmm/vmm.h"
@@ -117,6 +118,8 @@ class Daemon final {
   std::unique_ptr<store::EgressRepo> egress_repo_;
   std::unique_ptr<store::SecretRepo> secret_repo_;
   std::unique_ptr<SecretService> secrets_;
+  std::unique_ptr<store::GrantRepo> grant_repo_;
+  std::unique_ptr<SecretGrants> grants_;
   std::unique_ptr<EventBus> events_;
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<TimerQueue> timers_;

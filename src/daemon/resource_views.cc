@@ -27,6 +27,8 @@ api::Sandbox SandboxOf(const store::SandboxRecord& s, const api::SandboxLive& li
   out.workspace = live.workspace;
   out.egress_mode = live.egress_mode;
   out.dropped = live.dropped;
+  out.secrets = live.secrets;
+  out.git_push = live.git_push;
   if (s.state == store::SandboxState::kCreating || s.state == store::SandboxState::kReady) {
     std::optional<absl::Time> expires;
     if (s.ttl_seconds > 0) {

@@ -83,6 +83,10 @@ class SandboxLifecycleTest : public testing::DaemonTestBase {
 TEST_F(SandboxLifecycleTest, AFailureAtEachCreateStepLeavesNothingBehind) {
   StartDaemon();
   const std::vector<std::string> steps = SandboxService::CreateStepNames();
+  Response secret =
+      Call("POST", "/v1/secrets",
+           R"({"spec": {"name": "T", "hosts": ["api.example.com"]}, "value": "value-0123456789"})");
+  ASSERT_EQ(secret.status, 201) << secret.body;
   bool past_announce = false;
   for (const std::string& step : steps) {
     SCOPED_TRACE(step);
@@ -90,9 +94,10 @@ TEST_F(SandboxLifecycleTest, AFailureAtEachCreateStepLeavesNothingBehind) {
       return name == step ? absl::UnavailableError(absl::StrCat("injected at ", step))
                           : absl::OkStatus();
     });
-    // Every step is in this create: a workspace, an egress policy and a setup command.
+    // Every step is in this create: a workspace, an egress policy, a secret and a setup command.
     nlohmann::json body = {{"workspace", WorkspaceSpec(step)},
                            {"egress", {{"mode", "allowlist"}, {"allow", {"example.com:443"}}}},
+                           {"secrets", {{"T", ""}}},
                            {"setup", {{"commands", {"true"}}}}};
     Response r = Call("POST", "/v1/sandboxes", body.dump());
     EXPECT_EQ(r.status, 503) << r.body;
@@ -137,6 +142,10 @@ TEST_F(SandboxLifecycleTest, WithAWarmPoolAFailedCreateDestroysThePooledVmItTook
   StartDaemon({8, 8192}, /*pool=*/1);
   WarmPool* pool = daemon_->daemon().pool();
   ASSERT_NE(pool, nullptr);
+  Response secret =
+      Call("POST", "/v1/secrets",
+           R"({"spec": {"name": "T", "hosts": ["api.example.com"]}, "value": "value-0123456789"})");
+  ASSERT_EQ(secret.status, 201) << secret.body;
   auto idle = [&] {
     PoolStatus s = pool->Status();
     return s.shapes.empty() ? 0 : s.shapes[0].idle;
@@ -165,6 +174,7 @@ TEST_F(SandboxLifecycleTest, WithAWarmPoolAFailedCreateDestroysThePooledVmItTook
     });
     nlohmann::json body = {{"workspace", WorkspaceSpec(step)},
                            {"egress", {{"mode", "allowlist"}, {"allow", {"example.com:443"}}}},
+                           {"secrets", {{"T", ""}}},
                            {"setup", {{"commands", {"true"}}}}};
     Response r = Call("POST", "/v1/sandboxes", body.dump());
     EXPECT_EQ(r.status, 503) << r.body;

@@ -7,8 +7,10 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/daemon/services/secret_grants.h"
 #include "src/daemon/testing/daemon_api_fixture.h"
 
 namespace abox::daemon {
@@ -114,6 +116,117 @@ TEST_F(DaemonApiTest, BadSecretsAreRefusedWithWhatToDo) {
   nlohmann::json all = Call("GET", "/v1/secrets").Json()["secrets"];
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0]["name"], "CMD");
+}
+
+// --- Secrets given to sandboxes (abox create --secret / --git-push) ---
+
+class SandboxSecretsTest : public DaemonApiTest {
+ protected:
+  void SetUp() override {
+    DaemonApiTest::SetUp();
+    http::httptest::Response set =
+        Call("POST", "/v1/secrets",
+             nlohmann::json{{"spec", Spec("GH_TOKEN")}, {"value", kValue}}.dump());
+    ASSERT_EQ(set.status, 201) << set.body;
+  }
+
+  // The exec's stdout, run to its end.
+  std::string Run(const std::string& sandbox, const nlohmann::json& body) {
+    std::string exec = StartExec(sandbox, body);
+    Wait(sandbox, exec);
+    return Joined(ReadOutput(sandbox, exec), "stdout");
+  }
+};
+
+TEST_F(SandboxSecretsTest, TheSandboxGetsAPlaceholderOfItsOwnNeverTheValue) {
+  std::string a = CreateSandbox(R"({"secrets": {"GH_TOKEN": "GITHUB_TOKEN"}})");
+  std::string b = CreateSandbox(R"({"secrets": {"GH_TOKEN": ""}})");
+  ASSERT_FALSE(a.empty());
+  ASSERT_FALSE(b.empty());
+
+  std::string in_a = Run(a, {{"shell", "printf '%s' \"$GITHUB_TOKEN\""}});
+  std::string in_b = Run(b, {{"shell", "printf '%s' \"$GH_TOKEN\""}});
+  EXPECT_THAT(in_a, ::testing::StartsWith("ABOX_SECRET_GH_TOKEN_"));
+  EXPECT_THAT(in_b, ::testing::StartsWith("ABOX_SECRET_GH_TOKEN_"));
+  EXPECT_NE(in_a, in_b);  // one placeholder per sandbox
+  // The CA variables point TLS clients at the bundle abox adds its CA to.
+  EXPECT_EQ(Run(a, {{"shell", "printf '%s' \"$SSL_CERT_FILE\""}}), kGuestCaBundle);
+  EXPECT_EQ(Run(a, {{"shell", "printf '%s' \"$NODE_EXTRA_CA_CERTS\""}}), kGuestCaFile);
+  // A variable the command sets itself wins.
+  EXPECT_EQ(Run(a, {{"shell", "printf '%s' \"$GITHUB_TOKEN\""}, {"env", {{"GITHUB_TOKEN", "x"}}}}),
+            "x");
+
+  // Shown by name (inspect) and in `secret ls` (used by), never with the value.
+  http::httptest::Response shown = Call("GET", "/v1/sandboxes/" + a);
+  EXPECT_EQ(shown.Json()["secrets"], nlohmann::json({{"GH_TOKEN", "GITHUB_TOKEN"}}));
+  EXPECT_THAT(shown.body, Not(HasSubstr(kValue)));
+  EXPECT_THAT(shown.body, Not(HasSubstr(in_a)));
+  http::httptest::Response listed = Call("GET", "/v1/secrets/GH_TOKEN");
+  std::vector<std::string> users = listed.Json()["used_by"];
+  EXPECT_THAT(users, ::testing::UnorderedElementsAre(a, b));
+
+  // A sandbox without secrets gets none of it.
+  std::string c = CreateSandbox();
+  EXPECT_EQ(Run(c, {{"shell", "printf '%s' \"${GH_TOKEN-unset}${SSL_CERT_FILE-unset}\""}}),
+            "unsetunset");
+}
+
+TEST_F(SandboxSecretsTest, TheSecretsHostsAreAllowedForTheSandbox) {
+  std::string a =
+      CreateSandbox(R"({"secrets": {"GH_TOKEN": ""}, "egress": {"mode": "allowlist"}})");
+  http::httptest::Response policy = Call("GET", "/v1/sandboxes/" + a + "/egress/policy");
+  ASSERT_EQ(policy.status, 200) << policy.body;
+  EXPECT_THAT(policy.body, HasSubstr("api.github.com"));
+}
+
+TEST_F(SandboxSecretsTest, ACreateNamingAnUnknownSecretOrABadPushIsRefusedAndLeavesNothing) {
+  http::httptest::Response unknown = Call("POST", "/v1/sandboxes", R"({"secrets": {"NOPE": ""}})");
+  EXPECT_EQ(unknown.status, 400) << unknown.body;
+  EXPECT_THAT(unknown.body, HasSubstr("no secret named NOPE"));
+  EXPECT_THAT(unknown.body, HasSubstr("abox secret set NOPE"));
+  http::httptest::Response reserved =
+      Call("POST", "/v1/sandboxes", R"({"secrets": {"GH_TOKEN": "PATH"}})");
+  EXPECT_EQ(reserved.status, 400) << reserved.body;
+  EXPECT_THAT(reserved.body, HasSubstr("PATH is set by abox or the system"));
+  http::httptest::Response push =
+      Call("POST", "/v1/sandboxes", R"({"git_push": ["github.com/acme:main"]})");
+  EXPECT_EQ(push.status, 400) << push.body;
+  EXPECT_THAT(push.body, HasSubstr("HOST/OWNER/REPO:BRANCH-PATTERN"));
+  http::httptest::Response bad_branch =
+      Call("POST", "/v1/sandboxes", R"({"git_push": ["github.com/acme/app:refs/heads/x"]})");
+  EXPECT_EQ(bad_branch.status, 400) << bad_branch.body;
+  EXPECT_TRUE(Call("GET", "/v1/sandboxes").Json()["sandboxes"].empty());
+}
+
+TEST_F(SandboxSecretsTest, ACommandCarryingARealValueIsRefusedBeforeTheVm) {
+  std::string a = CreateSandbox(R"({"secrets": {"GH_TOKEN": ""}})");
+  auto refused = [&](const nlohmann::json& body) {
+    http::httptest::Response r =
+        Call("POST", absl::StrCat("/v1/sandboxes/", a, "/execs"), body.dump());
+    EXPECT_EQ(r.status, 403) << body.dump() << " -> " << r.body;
+    EXPECT_THAT(r.body, HasSubstr("real value of secret GH_TOKEN"));
+    EXPECT_THAT(r.body, Not(HasSubstr(kValue)));
+  };
+  refused({{"argv", {"echo", kValue}}});
+  refused({{"shell", absl::StrCat("curl -H 'Authorization: Bearer ", kValue, "' x")}});
+  refused({{"argv", {"true"}}, {"env", {{"T", kValue}}}});
+  std::string b64;
+  absl::Base64Escape(absl::StrCat("x-access-token:", kValue), &b64);
+  refused({{"argv", {"echo", b64}}});  // encoded too
+  // Nothing of it was recorded as an exec.
+  EXPECT_TRUE(Call("GET", absl::StrCat("/v1/sandboxes/", a, "/execs")).Json()["execs"].empty());
+
+  // Stdin: a value split across two writes is refused at the second.
+  std::string exec = StartExec(a, {{"argv", {"cat"}}, {"stdin", true}});
+  std::string path = absl::StrCat("/v1/sandboxes/", a, "/execs/", exec, "/stdin");
+  std::string value(kValue);
+  EXPECT_EQ(Call("POST", path, value.substr(0, 10)).status, 204);
+  http::httptest::Response second = Call("POST", path, value.substr(10));
+  EXPECT_EQ(second.status, 403) << second.body;
+  EXPECT_THAT(second.body, HasSubstr("stdin holds the real value of secret GH_TOKEN"));
+  EXPECT_EQ(Call("POST", path + "?eof=true", "").status, 403);  // and every later write
+  Call("POST", absl::StrCat("/v1/sandboxes/", a, "/execs/", exec, "/signal"),
+       R"({"signal": "KILL"})");
 }
 
 }  // namespace

@@ -230,12 +230,32 @@ CREATE TABLE secrets (
 ) STRICT;
 )sql";
 
+// What each sandbox was given (issue 15): its secrets, each with the variable and the
+// placeholder the guest holds (placeholders are per sandbox and kept so that a restarted aboxd
+// recognises them), and the git pushes it may make. Gone with the sandbox's row.
+constexpr char kSchemaV6[] = R"sql(
+CREATE TABLE sandbox_secrets (
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  name TEXT NOT NULL CHECK (length(name) BETWEEN 1 AND 64),
+  env TEXT NOT NULL CHECK (length(env) BETWEEN 1 AND 128),
+  placeholder TEXT NOT NULL UNIQUE,
+  PRIMARY KEY (sandbox_id, name)
+) STRICT;
+CREATE INDEX sandbox_secrets_by_name ON sandbox_secrets (name);
+CREATE TABLE sandbox_git_push (
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  rule TEXT NOT NULL,                     -- "HOST/OWNER/REPO:BRANCH-PATTERN"
+  PRIMARY KEY (sandbox_id, rule)
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "sandboxes, execs with bounded output, events", kSchemaV1},
     {2, "egress policies, connection and DNS logs, ask-to-allow requests", kSchemaV2},
     {3, "per-sandbox retention counters, events and requests indexed by sandbox", kSchemaV3},
     {4, "sandboxes may be paused", kSchemaV4, /*rebuilds_tables=*/true},
     {5, "secrets' specs", kSchemaV5},
+    {6, "the secrets and git pushes each sandbox was given", kSchemaV6},
 };
 
 absl::StatusOr<int> ReadVersion(Connection& connection) {

@@ -12,23 +12,31 @@ namespace {
 using http::Request;
 using http::Responder;
 
-nlohmann::json SecretJson(const SecretView& v) {
-  return api::ToJson(api::Secret{.name = v.spec.name,
-                                 .spec = secrets::SecretSpecToJson(v.spec),
-                                 .source = std::string(secrets::SourceKindName(v.spec.source)),
-                                 .stored_in = v.stored_in,
-                                 .created_at = v.created_at,
-                                 .updated_at = v.updated_at});
+nlohmann::json SecretJson(const SecretView& v, SecretGrants* grants) {
+  api::Secret secret{.name = v.spec.name,
+                     .spec = secrets::SecretSpecToJson(v.spec),
+                     .source = std::string(secrets::SourceKindName(v.spec.source)),
+                     .stored_in = v.stored_in,
+                     .created_at = v.created_at,
+                     .updated_at = v.updated_at};
+  if (grants != nullptr) {
+    absl::StatusOr<std::vector<std::string>> users = grants->UsersOf(v.spec.name);
+    if (users.ok()) {
+      secret.used_by = *std::move(users);
+    }
+  }
+  return api::ToJson(secret);
 }
 
 }  // namespace
 
 absl::Status AddSecretRoutes(http::Router& router, Services& services) {
   SecretService* secrets = services.secrets;
+  SecretGrants* grants = services.grants;
 
   // Blocking: a command or Vault source is read once, and the keyring may wait on an unlock.
   ABOX_RETURN_IF_ERROR(router.Add("POST", "/v1/secrets",
-                                  [secrets](Request& req, Responder& res) {
+                                  [secrets, grants](Request& req, Responder& res) {
                                     if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
                                       return res.Error(s);
                                     }
@@ -47,12 +55,15 @@ absl::Status AddSecretRoutes(http::Router& router, Services& services) {
                                     if (!view.ok()) {
                                       return res.Error(view.status());
                                     }
-                                    res.Json(201, SecretJson(*view));
+                                    if (grants != nullptr) {
+                                      grants->SecretsChanged();
+                                    }
+                                    res.Json(201, SecretJson(*view, grants));
                                   },
                                   {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(router.Add("GET", "/v1/secrets",
-                                  [secrets](Request& req, Responder& res) {
+                                  [secrets, grants](Request& req, Responder& res) {
                                     if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
                                       return res.Error(s);
                                     }
@@ -62,14 +73,14 @@ absl::Status AddSecretRoutes(http::Router& router, Services& services) {
                                     }
                                     nlohmann::json list = nlohmann::json::array();
                                     for (const SecretView& v : *all) {
-                                      list.push_back(SecretJson(v));
+                                      list.push_back(SecretJson(v, grants));
                                     }
                                     res.Json(200, {{"secrets", std::move(list)}});
                                   },
                                   {.blocking = true}));
 
   ABOX_RETURN_IF_ERROR(router.Add("GET", "/v1/secrets/{name}",
-                                  [secrets](Request& req, Responder& res) {
+                                  [secrets, grants](Request& req, Responder& res) {
                                     if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
                                       return res.Error(s);
                                     }
@@ -77,17 +88,20 @@ absl::Status AddSecretRoutes(http::Router& router, Services& services) {
                                     if (!v.ok()) {
                                       return res.Error(v.status());
                                     }
-                                    res.Json(200, SecretJson(*v));
+                                    res.Json(200, SecretJson(*v, grants));
                                   },
                                   {.blocking = true}));
 
   return router.Add("DELETE", "/v1/secrets/{name}",
-                    [secrets](Request& req, Responder& res) {
+                    [secrets, grants](Request& req, Responder& res) {
                       if (absl::Status s = CheckQuery(req, {}); !s.ok()) {
                         return res.Error(s);
                       }
                       if (absl::Status s = secrets->Remove(req.Param("name")); !s.ok()) {
                         return res.Error(s);
+                      }
+                      if (grants != nullptr) {
+                        grants->SecretsChanged();
                       }
                       res.Send(204, "", "");
                     },

@@ -33,6 +33,7 @@ struct Services {
   EgressService* egress = nullptr;  // null: the egress routes answer 501
   WarmPool* pool = nullptr;         // null: no warm pool
   SecretService* secrets = nullptr;
+  SecretGrants* grants = nullptr;
   base::Clock* clock = &base::SystemClock();
   absl::Time started;
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml

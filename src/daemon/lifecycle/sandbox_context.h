@@ -19,6 +19,7 @@
 #include "src/daemon/services/egress_service.h"
 #include "src/daemon/services/event_bus.h"
 #include "src/daemon/services/ledger.h"
+#include "src/daemon/services/secret_grants.h"
 #include "src/daemon/services/workspace_service.h"
 #include "src/daemon/timer_queue.h"
 #include "src/image/image_store.h"
@@ -96,6 +97,8 @@ struct SandboxContext {
   CheckpointStore* checkpoints = nullptr;
   // Null: sandboxes get no egress (every tunnel is reset) and egress requests are refused.
   EgressService* egress = nullptr;
+  // Null: sandboxes cannot be given secrets (a create asking for one is refused).
+  SecretGrants* grants = nullptr;
 };
 
 }  // namespace abox::daemon

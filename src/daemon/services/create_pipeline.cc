@@ -21,12 +21,14 @@ namespace {
 
 constexpr char kReserve[] = "reserve";
 constexpr char kRecord[] = "record";
+constexpr char kGrant[] = "grant-secrets";
 constexpr char kBindWorkspace[] = "bind-workspace";
 constexpr char kSetPolicy[] = "set-policy";
 constexpr char kAnnounce[] = "announce";
 constexpr char kStartEgress[] = "start-egress";
 constexpr char kBootVm[] = "boot-vm";
 constexpr char kIdentity[] = "identity";
+constexpr char kTrustCa[] = "trust-ca";
 constexpr char kSyncWorkspace[] = "sync-workspace";
 constexpr char kSetup[] = "setup";
 constexpr char kReady[] = "ready";
@@ -46,8 +48,8 @@ void DropPooled(SandboxContext* ctx, CreateJob* j) {
 
 const std::vector<std::string>& SandboxService::CreateStepNames() {
   static const auto* const names = new std::vector<std::string>{
-      kReserve, kRecord,   kBindWorkspace, kSetPolicy, kAnnounce, kStartEgress,
-      kBootVm,  kIdentity, kSyncWorkspace, kSetup,     kReady};
+      kReserve, kRecord,   kGrant,   kBindWorkspace, kSetPolicy, kAnnounce, kStartEgress,
+      kBootVm,  kIdentity, kTrustCa, kSyncWorkspace, kSetup,     kReady};
   return *names;
 }
 
@@ -92,6 +94,11 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
                                       {{"error", reason}}, reason),
             absl::StrCat("recording that sandbox ", j->id, " failed"));
       });
+
+  if (!j->spec.grants.empty()) {
+    // No undo: the grants go with the record (deleted, or kept with the failed sandbox).
+    p.Add(kGrant, [ctx, j] { return ctx->grants->Record(j->id, j->spec.grants); });
+  }
 
   const std::optional<CheckpointInfo>& fork_of = j->spec.from_checkpoint;
   if (j->spec.binding || (fork_of && fork_of->workspace)) {
@@ -219,6 +226,18 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
     return absl::OkStatus();
   });
 
+  if (!j->spec.grants.empty()) {
+    // Before any command: TLS clients in the guest must trust the proxy's certificates for the
+    // hosts the secrets are bound to. (Off with a fake VMM, whose guest is this host.)
+    p.Add(kTrustCa, [ctx, j]() -> absl::Status {
+      if (!ctx->options.guest_identity) {
+        return absl::OkStatus();
+      }
+      ABOX_ASSIGN_OR_RETURN(const net::InterceptCa* ca, ctx->grants->Ca());
+      return InstallGuestCa(j->vm->agent(), ca->CertificatePem());
+    });
+  }
+
   if (j->spec.binding) {
     // The first sync is part of creating: a sandbox whose workspace cannot go in is not ready.
     p.Add(kSyncWorkspace, [this, ctx, j]() -> absl::Status {
@@ -298,6 +317,29 @@ void SandboxService::Create(const api::SandboxCreate& request, AcceptedFn accept
       {.workspaces = ctx_->workspaces != nullptr, .egress = ctx_->egress != nullptr});
   if (!spec.ok()) {
     return done(spec.status());
+  }
+  if (!request.secrets.empty() || !request.git_push.empty()) {
+    if (ctx_->grants == nullptr) {
+      return done(absl::UnimplementedError("this aboxd cannot give sandboxes secrets"));
+    }
+    absl::StatusOr<store::SandboxGrants> grants = ctx_->grants->Prepare(request);
+    if (!grants.ok()) {
+      return done(grants.status());
+    }
+    spec->grants = *std::move(grants);
+    // The grants' hosts are allowed too, on top of the sandbox's own rules (or the global
+    // policy's, which a sandbox without its own inherits).
+    absl::StatusOr<std::vector<net::Rule>> rules = ctx_->grants->RulesFor(spec->grants);
+    if (!rules.ok()) {
+      return done(rules.status());
+    }
+    net::EgressPolicy& own =
+        spec->egress_policy ? *spec->egress_policy : spec->egress_policy.emplace();
+    for (net::Rule& rule : *rules) {
+      if (std::find(own.allow.begin(), own.allow.end(), rule) == own.allow.end()) {
+        own.allow.push_back(std::move(rule));
+      }
+    }
   }
   Launch(*std::move(spec), std::move(accepted), std::move(done));
 }

@@ -12,6 +12,7 @@
 #include "src/daemon/lifecycle/checkpoints.h"
 #include "src/image/image_store.h"
 #include "src/net/policy.h"
+#include "src/store/grant_repo.h"
 #include "src/vmm/vmm.h"
 #include "src/workspace/workspace_state.h"
 
@@ -27,6 +28,8 @@ struct SandboxSpec {
   // A fork: restore this checkpoint instead of booting; the workspace state is a copy of the
   // checkpoint's (no binding, no sync).
   std::optional<CheckpointInfo> from_checkpoint;
+  // The secrets and pushes it is given, placeholders drawn (SecretGrants::Prepare).
+  store::SandboxGrants grants;
 };
 
 // Opens (and checks) an image by name for a boot.

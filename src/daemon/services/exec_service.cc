@@ -7,6 +7,42 @@
 
 namespace abox::daemon {
 
+absl::Status ExecService::GiveSecrets(const std::string& sandbox_id, const api::ExecCreate& request,
+                                      proto::ExecRequest& wire, LiveExec::Options& options) {
+  SecretGrants& grants = *ctx_->grants;
+  for (const std::string& arg : request.argv) {
+    ABOX_RETURN_IF_ERROR(grants.CheckNoValues("the command's argv", arg));
+  }
+  ABOX_RETURN_IF_ERROR(grants.CheckNoValues("the command's shell line", request.shell));
+  ABOX_RETURN_IF_ERROR(grants.CheckNoValues("the command's working directory", request.cwd));
+  for (const auto& [name, value] : request.env) {
+    ABOX_RETURN_IF_ERROR(
+        grants.CheckNoValues(absl::StrCat("the command's environment (", name, ")"), value));
+  }
+  // The placeholders and CA variables first: a variable the request sets itself wins.
+  ABOX_ASSIGN_OR_RETURN(auto env, grants.Env(sandbox_id));
+  for (auto& [name, value] : env) {
+    wire.env.emplace(name, std::move(value));
+  }
+  if (request.stdin_open) {
+    ABOX_ASSIGN_OR_RETURN(std::shared_ptr<const net::LeakPatterns> patterns,
+                          grants.ValuePatterns());
+    if (patterns != nullptr) {
+      // One detector for the whole stream: a value split across writes is still found.
+      auto detector = std::make_shared<net::LeakDetector>(patterns);
+      options.stdin_check = [detector](absl::string_view data) -> absl::Status {
+        if (std::optional<net::Leak> leak = detector->Feed(data)) {
+          return absl::PermissionDeniedError(absl::StrCat(
+              "stdin holds the real value of secret ", leak->name, " (", leak->encoding,
+              "): secrets never enter a sandbox; this write and every later one is refused"));
+        }
+        return absl::OkStatus();
+      };
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Launch(const std::string& sandbox_id,
                                                               runtime::AgentClient& agent,
                                                               const api::ExecCreate& request,
@@ -45,6 +81,12 @@ absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Launch(const std::string&
                               static_cast<uint16_t>(request.pty->second)};
   }
 
+  LiveExec::Options live_options{.stdin_open = request.stdin_open,
+                                 .kill_on_disconnect = request.kill_on_disconnect};
+  if (ctx_->grants != nullptr) {
+    ABOX_RETURN_IF_ERROR(GiveSecrets(sandbox_id, request, wire, live_options));
+  }
+
   ABOX_ASSIGN_OR_RETURN(store::ExecRecord stored, ctx_->execs->Insert(exec));
   absl::StatusOr<std::unique_ptr<runtime::Exec>> started = agent.StartExec(wire);
   if (!started.ok()) {
@@ -56,10 +98,9 @@ absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Launch(const std::string&
     return absl::UnavailableError(absl::StrCat("cannot start the command in sandbox ", sandbox_id,
                                                ": ", started.status().message()));
   }
-  std::shared_ptr<LiveExec> live = LiveExec::Start(
-      *std::move(started), stored,
-      {.stdin_open = request.stdin_open, .kill_on_disconnect = request.kill_on_disconnect},
-      *ctx_->execs, *ctx_->events, std::move(on_done));
+  std::shared_ptr<LiveExec> live =
+      LiveExec::Start(*std::move(started), stored, std::move(live_options), *ctx_->execs,
+                      *ctx_->events, std::move(on_done));
   if (request.kill_on_disconnect) {
     // Between the create and the attach no connection watches the command: a client killed
     // there would leave it running for ever. Not attached by the deadline, it is killed.

@@ -14,6 +14,7 @@
 #include "src/daemon/lifecycle/sandbox_context.h"
 #include "src/daemon/services/guest_tools_gate.h"
 #include "src/daemon/services/live_exec.h"
+#include "src/proto/messages.h"
 
 namespace abox::daemon {
 
@@ -54,6 +55,11 @@ class ExecService final {
   }
 
  private:
+  // Refuses a command carrying a stored secret's real value, adds the sandbox's placeholders
+  // and CA variables to its environment, and watches its stdin for values.
+  absl::Status GiveSecrets(const std::string& sandbox_id, const api::ExecCreate& request,
+                           proto::ExecRequest& wire, LiveExec::Options& options);
+
   SandboxContext* ctx_;
   GuestToolsGate* gate_;
   std::weak_ptr<bool> alive_;

@@ -305,6 +305,8 @@ void LiveExec::WriteStdin(std::string data, bool eof, std::function<void(absl::S
     refused = absl::ResourceExhaustedError(
         absl::StrCat("exec ", record_.id, " is not reading its stdin: ", stdin_bytes_,
                      " bytes are already waiting; retry later or close stdin"));
+  } else if (options_.stdin_check) {
+    refused = options_.stdin_check(data);
   }
   if (!refused.ok()) {
     lock.unlock();

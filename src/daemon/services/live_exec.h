@@ -56,6 +56,9 @@ class LiveExec final : public std::enable_shared_from_this<LiveExec> {
   struct Options {
     bool stdin_open = false;
     bool kill_on_disconnect = false;
+    // Sees every stdin write in order before it is queued; an error refuses that write (the
+    // command goes on). Called with the exec's lock held: it must not call back into it.
+    std::function<absl::Status(absl::string_view data)> stdin_check;
   };
   using DoneFn = std::function<void(const store::ExecRecord&)>;
 

@@ -53,6 +53,14 @@ api::SandboxLive SandboxService::LiveOf(const std::string& id) {
                                          .events = d->events_pruned};
     }
   }
+  if (ctx_->grants != nullptr) {
+    if (absl::StatusOr<store::SandboxGrants> grants = ctx_->grants->Of(id); grants.ok()) {
+      for (const store::SandboxSecretRow& row : grants->secrets) {
+        live.secrets[row.name] = row.env;
+      }
+      live.git_push = grants->git_push;
+    }
+  }
   return live;
 }
 
