@@ -10,15 +10,18 @@
 #include "gtest/gtest.h"
 #include "src/base/io.h"
 #include "src/net/testing/socket_tunnel.h"
+#include "src/net/testing/stream_pair.h"
 
 namespace abox::net {
 namespace {
 
 using ::testing::HasSubstr;
 using testing::LoopbackServer;
+using testing::MakeSplicePeers;
 using testing::ReadToEof;
 using testing::SendAllTo;
 using testing::SocketTunnel;
+using testing::SplicePeers;
 
 const IpAddress kLoopback = *IpAddress::Parse("127.0.0.1");
 
@@ -61,30 +64,8 @@ TEST(ConnectToAnyTest, StopsWhenCancelled) {
   EXPECT_TRUE(absl::IsCancelled(up.status()) || absl::IsUnavailable(up.status())) << up.status();
 }
 
-struct Spliced {
-  std::unique_ptr<SocketTunnel> tunnel;
-  base::UniqueFd guest;
-  base::UniqueFd upstream_peer;  // the server's end
-  base::UniqueFd upstream;       // the proxy's end
-};
-
-Spliced Make() {
-  Spliced s;
-  auto [tunnel, guest] = SocketTunnel::Make(TunnelInfo{});
-  s.tunnel = std::move(tunnel);
-  s.guest = std::move(guest);
-  int fds[2];
-  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds), 0);
-  s.upstream.reset(fds[0]);
-  s.upstream_peer.reset(fds[1]);
-  EXPECT_TRUE(base::SetNonBlocking(s.upstream_peer.get(), false).ok());
-  timeval tv{10, 0};
-  ::setsockopt(s.upstream_peer.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return s;
-}
-
 TEST(SpliceTest, PassesHalfClosesOnAndCountsBytes) {
-  Spliced s = Make();
+  SplicePeers s = MakeSplicePeers();
   SpliceOptions options;
   options.first_up = "head:";
   std::future<SpliceResult> result = std::async(
@@ -106,7 +87,7 @@ TEST(SpliceTest, PassesHalfClosesOnAndCountsBytes) {
 }
 
 TEST(SpliceTest, AbortsBothSidesWhenIdle) {
-  Spliced s = Make();
+  SplicePeers s = MakeSplicePeers();
   SpliceOptions options;
   options.idle_timeout = absl::Milliseconds(100);
   SpliceResult r = Splice(*s.tunnel, std::move(s.upstream), options);
@@ -117,7 +98,7 @@ TEST(SpliceTest, AbortsBothSidesWhenIdle) {
 }
 
 TEST(SpliceTest, ResetsTheGuestWhenTheUpstreamIsGone) {
-  Spliced s = Make();
+  SplicePeers s = MakeSplicePeers();
   std::future<SpliceResult> result = std::async(std::launch::async, [&] {
     return Splice(*s.tunnel, std::move(s.upstream), SpliceOptions{});
   });
@@ -134,7 +115,7 @@ TEST(SpliceTest, ResetsTheGuestWhenTheUpstreamIsGone) {
 }
 
 TEST(SpliceTest, AbortsWhenTheGuestResets) {
-  Spliced s = Make();
+  SplicePeers s = MakeSplicePeers();
   SocketTunnel* tunnel = s.tunnel.get();
   std::future<SpliceResult> result = std::async(
       std::launch::async, [&] { return Splice(*tunnel, std::move(s.upstream), SpliceOptions{}); });
@@ -145,7 +126,7 @@ TEST(SpliceTest, AbortsWhenTheGuestResets) {
 }
 
 TEST(SpliceTest, AbortsOnTheCancelFd) {
-  Spliced s = Make();
+  SplicePeers s = MakeSplicePeers();
   base::UniqueFd cancel(::eventfd(1, EFD_CLOEXEC));
   SpliceOptions options;
   options.cancel_fd = cancel.get();
