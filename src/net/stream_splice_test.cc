@@ -12,18 +12,25 @@
 #include "gtest/gtest.h"
 #include "src/net/testing/socket_tunnel.h"
 #include "src/net/testing/stream_pair.h"
+#include "src/net/tls_stream.h"
 
 namespace abox::net {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::kTestHost;
 using testing::MakeSplicePeers;
+using testing::MakeStreamPair;
 using testing::ReadToEof;
 using testing::SendAllTo;
 using testing::SplicePeers;
+using testing::StreamPair;
+using testing::TestPki;
 
 // Splice is SpliceStreams over an FdStream: splice_test.cc covers half-closes, resets from
-// either side and the cancel fd through it; this file covers the filters.
+// either side and the cancel fd through it; this file covers the filters and TLS streams.
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(10); }
 
 // SplicePeers with the upstream socket as an FdStream.
 struct Spliced : SplicePeers {
@@ -147,6 +154,77 @@ TEST(SpliceStreamsTest, AFinishDownErrorAbortsBothSides) {
   EXPECT_EQ(r.ended, "response refused: cut mid-value");
   EXPECT_TRUE(s.tunnel->observations()->reset);
   EXPECT_FALSE(s.tunnel->observations()->closed_write);
+}
+
+// The path a secret takes: the guest's TLS ends at the proxy (TlsStream::Server on the tunnel),
+// plaintext passes the filters, and a second TLS connection goes to the upstream
+// (TlsStream::Client over a socket), which verifies as the real one would.
+TEST(SpliceStreamsTest, SplicesTwoTerminatedTlsConnections) {
+  TestPki pki;
+  std::shared_ptr<const UpstreamTrust> trust = pki.trust();
+  StreamPair guest_wire = MakeStreamPair();     // a: the proxy's tunnel, b: the guest
+  StreamPair upstream_wire = MakeStreamPair();  // a: the proxy's socket, b: the upstream
+
+  // The guest and the upstream, each on its own thread.
+  std::future<std::string> guest = std::async(std::launch::async, [&] {
+    absl::StatusOr<std::unique_ptr<TlsStream>> tls =
+        TlsStream::Client(*guest_wire.b, *trust, kTestHost, Soon());
+    if (!tls.ok()) {
+      return std::string(tls.status().message());
+    }
+    if (!(*tls)->Write("Authorization: PLACEHOLDER\r\n").ok()) {
+      return std::string("write failed");
+    }
+    (*tls)->CloseWrite();
+    std::string out;
+    char buf[256];
+    for (;;) {
+      absl::StatusOr<size_t> n = (*tls)->Read(buf, sizeof(buf), Soon());
+      if (!n.ok() || *n == 0) {
+        return out;
+      }
+      out.append(buf, *n);
+    }
+  });
+  std::future<std::string> upstream = std::async(std::launch::async, [&] {
+    absl::StatusOr<std::unique_ptr<TlsStream>> tls =
+        TlsStream::Server(*upstream_wire.b, pki.server_ctx(), "", Soon());
+    if (!tls.ok()) {
+      return std::string(tls.status().message());
+    }
+    std::string got;
+    char buf[256];
+    for (;;) {
+      absl::StatusOr<size_t> n = (*tls)->Read(buf, sizeof(buf), Soon());
+      if (!n.ok() || *n == 0) {
+        break;
+      }
+      got.append(buf, *n);
+    }
+    (void)(*tls)->Write("echo: real-value\r\n");
+    (*tls)->CloseWrite();
+    return got;
+  });
+
+  absl::StatusOr<std::unique_ptr<TlsStream>> to_guest =
+      TlsStream::Server(*guest_wire.a, pki.server_ctx(), "", Soon());
+  ASSERT_TRUE(to_guest.ok()) << to_guest.status();
+  absl::StatusOr<std::unique_ptr<TlsStream>> to_upstream =
+      TlsStream::Client(*upstream_wire.a, *trust, kTestHost, Soon());
+  ASSERT_TRUE(to_upstream.ok()) << to_upstream.status();
+  StreamSpliceOptions options;
+  options.filter_up = [](absl::string_view in, std::string* out) {
+    out->append(absl::StrReplaceAll(in, {{"PLACEHOLDER", "real-value"}}));
+    return absl::OkStatus();
+  };
+  options.filter_down = [](absl::string_view in, std::string* out) {
+    out->append(absl::StrReplaceAll(in, {{"real-value", "PLACEHOLDER"}}));
+    return absl::OkStatus();
+  };
+  SpliceResult r = SpliceStreams(**to_guest, **to_upstream, options);
+  EXPECT_TRUE(r.clean) << r.ended;
+  EXPECT_EQ(upstream.get(), "Authorization: real-value\r\n");
+  EXPECT_EQ(guest.get(), "echo: PLACEHOLDER\r\n");
 }
 
 }  // namespace
