@@ -14,8 +14,6 @@ namespace {
 
 // Content-Length of up to 18 digits fits in uint64_t without overflow checks.
 constexpr size_t kMaxLengthDigits = 18;
-// A chunk size of up to 15 hex digits (< 2^60): more is not a body a client sends.
-constexpr size_t kMaxChunkSizeDigits = 15;
 
 absl::Status Framing(absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("refused HTTP request: ", why));
@@ -25,11 +23,6 @@ bool IsDigits(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return absl::ascii_isdigit(static_cast<unsigned char>(c));
   });
-}
-
-bool IsTchar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
-         absl::string_view("!#$%&'*+-.^_`|~").find(c) != absl::string_view::npos;
 }
 
 // "Transfer_Encoding" is not Transfer-Encoding to this proxy, but some servers (CGI-style
@@ -45,23 +38,6 @@ bool LooksLike(absl::string_view name, absl::string_view framing_header) {
     }
   }
   return true;
-}
-
-// One trailer field line without its CRLF (RFC 9112 7.1.2: field lines as in a head).
-bool IsFieldLine(absl::string_view line) {
-  size_t colon = line.find(':');
-  if (colon == absl::string_view::npos || colon == 0) {
-    return false;
-  }
-  absl::string_view name = line.substr(0, colon);
-  if (!std::all_of(name.begin(), name.end(), IsTchar)) {
-    return false;
-  }
-  absl::string_view value = line.substr(colon + 1);
-  return std::none_of(value.begin(), value.end(), [](char c) {
-    unsigned char u = static_cast<unsigned char>(c);
-    return (u < 0x20 && c != '\t') || u == 0x7f;
-  });
 }
 
 }  // namespace
@@ -129,13 +105,34 @@ absl::StatusOr<RequestFraming> CheckRequestFraming(const HttpRequestHead& head) 
   return framing;
 }
 
-HttpRequestStream::HttpRequestStream(OnHead on_head) : on_head_(std::move(on_head)) {}
+absl::Status RequestBodyInspector::OnFraming(absl::string_view /*bytes*/) {
+  return absl::OkStatus();
+}
+absl::Status RequestBodyInspector::OnEnd() { return absl::OkStatus(); }
+bool RequestBodyInspector::holding() const { return false; }
+
+HttpRequestStream::HttpRequestStream(OnHead on_head)
+    : on_request_(
+          [on_head = std::move(on_head)](const HttpRequestHead& head,
+                                         absl::string_view raw) -> absl::StatusOr<RequestDecision> {
+            absl::StatusOr<std::string> bytes = on_head(head, raw);
+            if (!bytes.ok()) {
+              return bytes.status();
+            }
+            RequestDecision decision;
+            decision.head = *std::move(bytes);
+            return decision;
+          }) {}
+HttpRequestStream::HttpRequestStream(OnRequest on_request) : on_request_(std::move(on_request)) {}
 HttpRequestStream::~HttpRequestStream() = default;
 
 absl::Status HttpRequestStream::Stop(absl::Status status) {
   stopped_ = std::move(status);
-  line_.clear();
   head_.reset();
+  chunked_.reset();
+  inspector_.reset();
+  held_.clear();
+  held_.shrink_to_fit();
   return stopped_;
 }
 
@@ -151,41 +148,96 @@ absl::Status HttpRequestStream::Feed(absl::string_view data, std::string* up) {
   return absl::OkStatus();
 }
 
+absl::Status HttpRequestStream::Emit(absl::string_view bytes, std::string* up) {
+  if (inspector_ != nullptr && inspector_->holding()) {
+    if (held_.size() + bytes.size() > kMaxHeldRequestSize) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "refused HTTP request: more than ", kMaxHeldRequestSize,
+          " bytes before the proxy could check it (a git push's ref list must come first)"));
+    }
+    held_.append(bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+  if (!held_.empty()) {
+    up->append(held_);
+    held_.clear();
+  }
+  up->append(bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+absl::Status HttpRequestStream::EndRequest(std::string* up) {
+  state_ = State::kHead;
+  chunked_.reset();
+  if (inspector_ == nullptr) {
+    return absl::OkStatus();
+  }
+  absl::Status status = inspector_->OnEnd();
+  inspector_.reset();
+  if (!status.ok()) {
+    return status;
+  }
+  up->append(held_);
+  held_.clear();
+  return absl::OkStatus();
+}
+
 absl::Status HttpRequestStream::Step(absl::string_view& data, std::string* up) {
   switch (state_) {
     case State::kHead:
       return HeadBytes(data, up);
-    case State::kBody:
-    case State::kChunkData: {
+    case State::kBody: {
       size_t n = static_cast<size_t>(std::min<uint64_t>(remaining_, data.size()));
-      up->append(data.data(), n);
+      absl::string_view body = data.substr(0, n);
       data.remove_prefix(n);
       remaining_ -= n;
-      if (remaining_ == 0) {
-        state_ = state_ == State::kBody ? State::kHead : State::kChunkDataEnd;
+      if (inspector_ != nullptr) {
+        if (absl::Status s = inspector_->OnBody(body); !s.ok()) {
+          return s;
+        }
       }
-      return absl::OkStatus();
+      if (absl::Status s = Emit(body, up); !s.ok()) {
+        return s;
+      }
+      return remaining_ == 0 ? EndRequest(up) : absl::OkStatus();
     }
-    case State::kChunkDataEnd: {
-      line_.push_back(data.front());
-      data.remove_prefix(1);
-      if (line_.size() < 2) {
-        return absl::OkStatus();
-      }
-      if (line_ != "\r\n") {
-        return Framing("chunk data is not followed by CRLF (chunk size does not match)");
-      }
-      up->append(line_);
-      line_.clear();
-      state_ = State::kChunkLine;
-      return absl::OkStatus();
-    }
-    case State::kChunkLine:
-      return ChunkLine(data, up);
-    case State::kTrailers:
-      return Trailers(data, up);
+    case State::kChunked:
+      return Chunked(data, up);
   }
   return absl::InternalError("bad HTTP stream state");
+}
+
+absl::Status HttpRequestStream::Chunked(absl::string_view& data, std::string* up) {
+  absl::StatusOr<std::optional<ChunkedBodyReader::Piece>> next = chunked_->Next(&data);
+  if (!next.ok()) {
+    return next.status();
+  }
+  if (!next->has_value()) {
+    return absl::OkStatus();
+  }
+  const ChunkedBodyReader::Piece& piece = **next;
+  absl::Status status;
+  if (inspector_ != nullptr) {
+    switch (piece.part) {
+      case ChunkedBodyReader::Part::kData:
+        status = inspector_->OnBody(piece.bytes);
+        break;
+      case ChunkedBodyReader::Part::kSizeLine:
+      case ChunkedBodyReader::Part::kLastChunk:
+      case ChunkedBodyReader::Part::kTrailers:
+        status = inspector_->OnFraming(piece.bytes);
+        break;
+      case ChunkedBodyReader::Part::kDataEnd:
+        break;
+    }
+  }
+  if (status.ok()) {
+    status = Emit(piece.bytes, up);
+  }
+  if (status.ok() && piece.part == ChunkedBodyReader::Part::kTrailers) {
+    status = EndRequest(up);
+  }
+  return status;
 }
 
 absl::Status HttpRequestStream::HeadBytes(absl::string_view& data, std::string* up) {
@@ -213,105 +265,33 @@ absl::Status HttpRequestStream::HeadBytes(absl::string_view& data, std::string* 
   if (!framing.ok()) {
     return framing.status();
   }
-  absl::StatusOr<std::string> out =
-      on_head_(head, absl::string_view(head_->bytes()).substr(0, head.head_size));
-  if (!out.ok()) {
-    return out.status();
+  absl::StatusOr<RequestDecision> decision =
+      on_request_(head, absl::string_view(head_->bytes()).substr(0, head.head_size));
+  if (!decision.ok()) {
+    return decision.status();
   }
-  up->append(*out);
   ++requests_;
   head_.reset();
+  inspector_ = std::move(decision->inspector);
+  if (absl::Status s = Emit(decision->head, up); !s.ok()) {
+    return s;
+  }
   switch (framing->kind) {
     case RequestFraming::Kind::kNone:
-      state_ = State::kHead;
-      break;
+      return EndRequest(up);
     case RequestFraming::Kind::kLength:
       remaining_ = framing->length;
-      state_ = remaining_ == 0 ? State::kHead : State::kBody;
+      if (remaining_ == 0) {
+        return EndRequest(up);
+      }
+      state_ = State::kBody;
       break;
     case RequestFraming::Kind::kChunked:
-      state_ = State::kChunkLine;
+      chunked_ = std::make_unique<ChunkedBodyReader>(
+          ChunkedBodyReader::Options{.error_prefix = "refused HTTP request: "});
+      state_ = State::kChunked;
       break;
   }
-  return absl::OkStatus();
-}
-
-// chunk-size [ ";" chunk-ext ] CRLF, strictly: hex digits, then CRLF or ';' and visible
-// characters (no whitespace before ';', no bare CR or LF).
-absl::Status HttpRequestStream::ChunkLine(absl::string_view& data, std::string* up) {
-  size_t lf = data.find('\n');
-  size_t take = lf == absl::string_view::npos ? data.size() : lf + 1;
-  if (line_.size() + take > kMaxChunkLineSize) {
-    return Framing(absl::StrCat("chunk-size line longer than ", kMaxChunkLineSize, " bytes"));
-  }
-  line_.append(data.data(), take);
-  data.remove_prefix(take);
-  if (lf == absl::string_view::npos) {
-    return absl::OkStatus();
-  }
-  absl::string_view line = line_;
-  if (line.size() < 2 || line[line.size() - 2] != '\r') {
-    return Framing("chunk-size line ends in a bare LF");
-  }
-  line.remove_suffix(2);
-  size_t digits = 0;
-  while (digits < line.size() && absl::ascii_isxdigit(static_cast<unsigned char>(line[digits]))) {
-    ++digits;
-  }
-  absl::string_view ext = line.substr(digits);
-  bool ext_ok =
-      ext.empty() || (ext.front() == ';' && std::all_of(ext.begin(), ext.end(), [](char c) {
-                        unsigned char u = static_cast<unsigned char>(c);
-                        return (u >= 0x20 && u < 0x7f) || c == '\t';
-                      }));
-  uint64_t size = 0;
-  if (digits == 0 || digits > kMaxChunkSizeDigits || !ext_ok ||
-      !absl::SimpleHexAtoi(line.substr(0, digits), &size)) {
-    return Framing(absl::StrCat("bad chunk-size line '", QuoteForLog(line), "'"));
-  }
-  up->append(line_);
-  line_.clear();
-  if (size == 0) {
-    state_ = State::kTrailers;
-  } else {
-    remaining_ = size;
-    state_ = State::kChunkData;
-  }
-  return absl::OkStatus();
-}
-
-// The trailer section after the last chunk: field lines, then an empty line. Forwarded once
-// complete and checked.
-absl::Status HttpRequestStream::Trailers(absl::string_view& data, std::string* up) {
-  size_t lf = data.find('\n');
-  size_t take = lf == absl::string_view::npos ? data.size() : lf + 1;
-  if (line_.size() + take > kMaxTrailerSize) {
-    return Framing(absl::StrCat("trailer section longer than ", kMaxTrailerSize, " bytes"));
-  }
-  size_t line_start = line_.rfind('\n');
-  line_start = line_start == std::string::npos ? 0 : line_start + 1;
-  line_.append(data.data(), take);
-  data.remove_prefix(take);
-  if (lf == absl::string_view::npos) {
-    return absl::OkStatus();
-  }
-  absl::string_view line = absl::string_view(line_).substr(line_start);
-  if (line.size() < 2 || line[line.size() - 2] != '\r') {
-    return Framing("trailer line ends in a bare LF");
-  }
-  line.remove_suffix(2);
-  if (absl::StrContains(line, '\r') || absl::StrContains(line, '\0')) {
-    return Framing("bare CR or NUL in a trailer line");
-  }
-  if (!line.empty()) {
-    if (!IsFieldLine(line)) {
-      return Framing(absl::StrCat("bad trailer line '", QuoteForLog(line), "'"));
-    }
-    return absl::OkStatus();
-  }
-  up->append(line_);
-  line_.clear();
-  state_ = State::kHead;
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 #include "src/net/http_request_stream.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,124 @@ TEST(HttpRequestStreamTest, CheckRequestFramingReportsTheBodyLength) {
   ASSERT_TRUE(length.ok());
   EXPECT_EQ(length->kind, RequestFraming::Kind::kLength);
   EXPECT_EQ(length->length, 12u);
+}
+
+// Records what it is shown; refuses a body containing "STOP"; holds until it saw "GO".
+class Recorder final : public RequestBodyInspector {
+ public:
+  struct Log {
+    std::string body;
+    std::string framing;
+    int ends = 0;
+  };
+  Recorder(Log* log, bool hold) : log_(log), holding_(hold) {}
+
+  absl::Status OnBody(absl::string_view data) override {
+    log_->body.append(data.data(), data.size());
+    if (absl::StrContains(log_->body, "STOP")) {
+      return absl::PermissionDeniedError("body says STOP");
+    }
+    if (absl::StrContains(log_->body, "GO")) {
+      holding_ = false;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status OnFraming(absl::string_view bytes) override {
+    log_->framing.append(bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }
+  absl::Status OnEnd() override {
+    ++log_->ends;
+    return holding_ ? absl::PermissionDeniedError("ended undecided") : absl::OkStatus();
+  }
+  bool holding() const override { return holding_; }
+
+ private:
+  Log* log_;
+  bool holding_;
+};
+
+struct Inspected {
+  explicit Inspected(bool hold)
+      : stream([this, hold](const HttpRequestHead&,
+                            absl::string_view raw) -> absl::StatusOr<RequestDecision> {
+          RequestDecision d;
+          d.head = std::string(raw);
+          d.inspector = std::make_unique<Recorder>(&log, hold);
+          return d;
+        }) {}
+  Recorder::Log log;
+  HttpRequestStream stream;
+  std::string up;
+};
+
+constexpr absl::string_view kChunkedHead =
+    "POST / HTTP/1.1\r\nHost: web.test\r\nTransfer-Encoding: chunked\r\n\r\n";
+
+TEST(HttpRequestStreamTest, ShowsAnInspectorTheDeframedBodyAndTheFramingApart) {
+  std::string req =
+      absl::StrCat(kChunkedHead, "3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\n", kGet);
+  for (size_t split = 0; split <= req.size(); ++split) {
+    Inspected i(/*hold=*/false);
+    ASSERT_TRUE(i.stream.Feed(absl::string_view(req).substr(0, split), &i.up).ok());
+    ASSERT_TRUE(i.stream.Feed(absl::string_view(req).substr(split), &i.up).ok());
+    EXPECT_EQ(i.up, req);
+    EXPECT_EQ(i.log.body, "abcde");
+    EXPECT_EQ(i.log.framing, "3;x=y\r\n2\r\n0\r\nX-T: 1\r\n\r\n");
+    EXPECT_EQ(i.log.ends, 2);  // the POST and the GET
+  }
+}
+
+TEST(HttpRequestStreamTest, AnInspectorRefusalStopsBeforeTheRefusedBytes) {
+  std::string post = absl::StrCat(kChunkedHead, "4\r\nab");
+  Inspected i(/*hold=*/false);
+  ASSERT_TRUE(i.stream.Feed(post, &i.up).ok());
+  EXPECT_EQ(i.up, post);
+  absl::Status s = i.stream.Feed("ST\r\n2\r\nOP\r\n0\r\n\r\n", &i.up);
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_EQ(i.up, absl::StrCat(post, "ST\r\n2\r\n"));  // "OP" never went
+  EXPECT_FALSE(i.stream.Feed(kGet, &i.up).ok());
+}
+
+TEST(HttpRequestStreamTest, HoldsTheWholeRequestUntilTheInspectorDecides) {
+  std::string post =
+      absl::StrCat("POST / HTTP/1.1\r\nHost: web.test\r\nContent-Length: 8\r\n\r\n", "xxGOyyzz");
+  for (size_t split = 0; split <= post.size(); ++split) {
+    Inspected i(/*hold=*/true);
+    ASSERT_TRUE(i.stream.Feed(absl::string_view(post).substr(0, split), &i.up).ok());
+    if (split < post.size() - 4) {
+      EXPECT_EQ(i.up, "") << split;  // not even the head before "GO"
+    }
+    ASSERT_TRUE(i.stream.Feed(absl::string_view(post).substr(split), &i.up).ok());
+    EXPECT_EQ(i.up, post);
+    EXPECT_EQ(i.stream.held(), 0u);
+  }
+  // Refused while holding: nothing of the request went.
+  Inspected r(/*hold=*/true);
+  absl::Status s =
+      r.stream.Feed("POST / HTTP/1.1\r\nHost: web.test\r\nContent-Length: 6\r\n\r\nSTOPGO", &r.up);
+  EXPECT_TRUE(absl::IsPermissionDenied(s));
+  EXPECT_EQ(r.up, "");
+  // Ended undecided: OnEnd refuses.
+  Inspected e(/*hold=*/true);
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      e.stream.Feed("POST / HTTP/1.1\r\nHost: web.test\r\nContent-Length: 2\r\n\r\nno", &e.up)));
+  EXPECT_EQ(e.up, "");
+}
+
+TEST(HttpRequestStreamTest, RefusesToHoldMoreThanTheLimit) {
+  Inspected i(/*hold=*/true);
+  ASSERT_TRUE(i.stream.Feed(kChunkedHead, &i.up).ok());
+  std::string chunk(64 * 1024, 'x');
+  std::string framed = absl::StrCat("10000\r\n", chunk, "\r\n");
+  absl::Status s;
+  for (size_t sent = 0; s.ok() && sent <= kMaxHeldRequestSize + framed.size();
+       sent += framed.size()) {
+    s = i.stream.Feed(framed, &i.up);
+  }
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  EXPECT_EQ(i.up, "");
+  EXPECT_EQ(i.stream.held(), 0u);
 }
 
 }  // namespace

@@ -14,12 +14,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "src/net/chunked_body.h"
 
 namespace abox::net {
 
@@ -48,6 +50,9 @@ class ValueScrubber final {
   size_t held() const { return pending_.size(); }
   // Values replaced so far.
   uint64_t replacements() const { return replacements_; }
+  // Whether some value and its placeholder differ in length (a scrubbed body may then differ
+  // in length from the original).
+  bool changes_length() const { return changes_length_; }
 
  private:
   explicit ValueScrubber(std::vector<ScrubPair> pairs);
@@ -62,11 +67,12 @@ class ValueScrubber final {
   std::string first_bytes_;  // each value's first byte, to skip positions quickly
   std::string pending_;
   uint64_t replacements_ = 0;
+  bool changes_length_ = false;
 };
 
 // The same for a body in chunked transfer coding (RFC 9112 7.1): reads the upstream's chunks,
 // scrubs their data and writes new chunks with sizes that match the scrubbed data. Chunk
-// extensions are dropped; trailers are passed on unchanged. Not thread-safe.
+// extensions are dropped; trailers are passed on, scrubbed too. Not thread-safe.
 class ChunkedScrubber final {
  public:
   explicit ChunkedScrubber(ValueScrubber scrubber);
@@ -77,22 +83,13 @@ class ChunkedScrubber final {
   [[nodiscard]] absl::StatusOr<size_t> Feed(absl::string_view data, std::string* out);
 
   // The last chunk and the trailer section have been read and written.
-  bool done() const { return state_ == State::kDone; }
+  bool done() const { return reader_.done(); }
   const ValueScrubber& scrubber() const { return scrubber_; }
 
  private:
-  enum class State : uint8_t { kSizeLine, kData, kDataEnd, kTrailers, kDone };
-
-  absl::Status SizeLine(absl::string_view& data, std::string* out);
-  absl::Status Trailers(absl::string_view& data, std::string* out);
-  void EmitChunk(absl::string_view scrubbed, std::string* out);
-
   ValueScrubber scrubber_;
-  State state_ = State::kSizeLine;
-  uint64_t remaining_ = 0;
-  std::string line_;
+  ChunkedBodyReader reader_;
   std::string scratch_;
-  absl::Status error_;
 };
 
 }  // namespace abox::net
