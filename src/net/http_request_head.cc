@@ -127,36 +127,6 @@ bool SameDestination(const HttpDestination& a, const HttpDestination& b) {
   return a.host == b.host && a.port == b.port;
 }
 
-// Header lines of a complete head: `block` is everything between the request line and the
-// blank line, each line ending in CRLF (already checked by the scanner).
-absl::Status ParseHeaders(absl::string_view block, HttpRequestHead* head) {
-  for (absl::string_view line : absl::StrSplit(block, "\r\n", absl::SkipEmpty())) {
-    if (head->headers.size() == kMaxRequestHeaders) {
-      return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxRequestHeaders, " headers"));
-    }
-    if (line.front() == ' ' || line.front() == '\t') {
-      return absl::InvalidArgumentError("obsolete line folding (obs-fold) is not accepted");
-    }
-    size_t colon = line.find(':');
-    absl::string_view name = line.substr(0, colon);
-    if (colon == absl::string_view::npos || !IsToken(name)) {
-      // Includes whitespace before ':', which RFC 9112 5.1 says to reject.
-      return absl::InvalidArgumentError(absl::StrCat("bad header line '", QuoteForLog(line), "'"));
-    }
-    absl::string_view value = line.substr(colon + 1);
-    for (char c : value) {
-      unsigned char u = static_cast<unsigned char>(c);
-      if ((u < 0x20 && c != '\t') || u == 0x7f) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("control byte in the value of header '", QuoteForLog(name), "'"));
-      }
-    }
-    value = absl::StripTrailingAsciiWhitespace(absl::StripLeadingAsciiWhitespace(value));
-    head->headers.push_back({std::string(name), std::string(value)});
-  }
-  return absl::OkStatus();
-}
-
 // Where the request goes, from the target and the Host header (RFC 9112 3.2).
 absl::Status ResolveDestination(HttpRequestHead* head) {
   const HttpHeader* host = nullptr;
@@ -229,6 +199,35 @@ absl::Status ResolveDestination(HttpRequestHead* head) {
 
 }  // namespace
 
+absl::Status ParseHeaderLines(absl::string_view block, size_t max_headers,
+                              std::vector<HttpHeader>* headers) {
+  for (absl::string_view line : absl::StrSplit(block, "\r\n", absl::SkipEmpty())) {
+    if (headers->size() == max_headers) {
+      return absl::InvalidArgumentError(absl::StrCat("more than ", max_headers, " headers"));
+    }
+    if (line.front() == ' ' || line.front() == '\t') {
+      return absl::InvalidArgumentError("obsolete line folding (obs-fold) is not accepted");
+    }
+    size_t colon = line.find(':');
+    absl::string_view name = line.substr(0, colon);
+    if (colon == absl::string_view::npos || !IsToken(name)) {
+      // Includes whitespace before ':', which RFC 9112 5.1 says to reject.
+      return absl::InvalidArgumentError(absl::StrCat("bad header line '", QuoteForLog(line), "'"));
+    }
+    absl::string_view value = line.substr(colon + 1);
+    for (char c : value) {
+      unsigned char u = static_cast<unsigned char>(c);
+      if ((u < 0x20 && c != '\t') || u == 0x7f) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("control byte in the value of header '", QuoteForLog(name), "'"));
+      }
+    }
+    value = absl::StripTrailingAsciiWhitespace(absl::StripLeadingAsciiWhitespace(value));
+    headers->push_back({std::string(name), std::string(value)});
+  }
+  return absl::OkStatus();
+}
+
 const HttpSniff& HttpRequestHeadParser::Feed(absl::string_view data) {
   if (state_.result != HttpSniffResult::kNeedMore) {
     return state_;
@@ -294,7 +293,7 @@ HttpSniff HttpRequestHeadParser::Step() {
       sniff.head = std::move(state_.head);
       sniff.head.head_size = scanned_ + 1;
       absl::string_view block(buffer_.data() + request_line_end_, line_start_ - request_line_end_);
-      absl::Status status = ParseHeaders(block, &sniff.head);
+      absl::Status status = ParseHeaderLines(block, kMaxRequestHeaders, &sniff.head.headers);
       if (status.ok()) {
         status = ResolveDestination(&sniff.head);
       }

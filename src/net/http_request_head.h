@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace abox::net {
@@ -80,6 +81,13 @@ class HttpRequestHeadParser final {
   size_t line_start_ = 0;        // start of the line being scanned
   HttpSniff state_;
 };
+
+// The header lines of a complete head (`block`: every line ends in CRLF, no bare CR or LF, no
+// NUL, as the head scanner checked), strictly: no obs-fold, a token before ':', no whitespace
+// before it, no control bytes in values (trimmed). Appends to `*headers`; InvalidArgument
+// saying which line is wrong, or when there are more than `max_headers`.
+[[nodiscard]] absl::Status ParseHeaderLines(absl::string_view block, size_t max_headers,
+                                            std::vector<HttpHeader>* headers);
 
 // One-shot form: parses `bytes` as if fed at once.
 HttpSniff ParseHttpRequestHead(absl::string_view bytes);
