@@ -123,6 +123,9 @@ void AddAboxdFlags(CLI::App& app, AboxdFlags& flags) {
                  "of fixed answers for the egress proxy's host lookups. These answers skip the "
                  "private-address filter (so hermetic tests reach fake upstreams on loopback); "
                  "every use is flagged in the egress log");
+  app.add_option("--test-upstream-ca", flags.upstream_ca_files,
+                 "TEST ONLY: a PEM CA file trusted, on top of the host's trust store, for the "
+                 "upstream servers of connections the proxy terminates for secrets (repeatable)");
   // aboxd always runs in the foreground (abox, systemd or the user put it in the background);
   // the flag says so explicitly in `abox daemon start --foreground` and in unit files.
   app.add_flag("--foreground", flags.foreground,
@@ -207,6 +210,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
     }
     config.egress.resolver_override = *std::move(parsed);
   }
+  config.upstream_ca_files = flags.upstream_ca_files;
   config.openapi_yaml = std::string(api::OpenApiYaml());
   return config;
 }

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "src/daemon/daemon.h"
@@ -27,6 +28,7 @@ struct AboxdFlags {
   int workspace_quota_mib = 0;  // 0: workspace::StoreBudget{}
   std::string log_level = "info";
   std::string resolver_override_file;
+  std::vector<std::string> upstream_ca_files;
   bool no_golden_snapshots = false;
   int pool = -1;
   bool pause_on_stop = false;

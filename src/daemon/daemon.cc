@@ -59,7 +59,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   }
   d->secrets_ = std::make_unique<SecretService>(*d->secret_repo_, std::move(secret_values));
   d->grant_repo_ = std::make_unique<store::GrantRepo>(*d->db_);
-  d->grants_ = std::make_unique<SecretGrants>(*d->secrets_, *d->grant_repo_, layout);
+  d->grants_ = std::make_unique<SecretGrants>(*d->secrets_, *d->grant_repo_, layout,
+                                              d->config_.upstream_ca_files);
   d->events_ = std::make_unique<EventBus>(*d->event_repo_);
   d->ledger_ = std::make_unique<Ledger>(d->config_.budget);
   d->timers_ = std::make_unique<TimerQueue>();
@@ -119,6 +120,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
       .egress = d->egress_.get(),
       .grants = d->grants_.get(),
   });
+  SecretGrants* grants = d->grants_.get();
+  d->egress_->set_intercept_provider(
+      [grants](const std::string& id) { return grants->InterceptFor(id); });
   d->gate_ = std::make_unique<GuestToolsGate>(*d->context_);
   d->exec_service_ = std::make_unique<ExecService>(*d->context_, *d->gate_);
   d->exec_service_->set_alive(d->alive_);

@@ -55,6 +55,9 @@ struct DaemonConfig {
   // What each sandbox's guest content may take of the host's disk (diff / apply / pull).
   workspace::StoreBudget workspace_budget;
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml
+  // Tests only (aboxd --test-upstream-ca): CA files trusted for upstreams of intercepted
+  // connections on top of the host's trust store.
+  std::vector<std::string> upstream_ca_files;
 };
 
 // The boundaries, injected.

@@ -259,6 +259,85 @@ class Connection {
     }
   }
 
+  // TLS to a host the sandbox's secrets are bound to: terminated (egress_intercept.h).
+  void Intercept(UpstreamConnection up, absl::string_view hello, const std::string& name,
+                 uint16_t port) {
+    InterceptOutcome out = RunInterceptedTls(stream_, hello, std::move(up), name, port,
+                                             *ctx_.intercept, ctx_.limits, ctx_.cancel_fd);
+    record_.intercepted = true;
+    record_.bytes_up = out.splice.bytes_up;
+    record_.bytes_down = out.splice.bytes_down;
+    record_.reason = DescribeIntercept(out);
+    NoteReport(out.report);
+    if (!out.failed.ok()) {
+      record_.verdict = Verdict::kError;
+    } else if (out.report.leak || out.report.git_refusal || !out.splice.refused.ok()) {
+      record_.verdict = Verdict::kDenied;
+    } else {
+      record_.verdict = Verdict::kAllowed;
+    }
+  }
+  [[nodiscard]] bool Terminates(const std::string& name, uint16_t port) const {
+    return ctx_.intercept != nullptr && ctx_.intercept->terminates(name, port);
+  }
+  void NoteReport(const InterceptReport& report) {
+    if (report.leak && report.leak->kind == SecretRefusal::Kind::kLeak) {
+      record_.leak_secret = report.leak->secret;
+      record_.leak_message = report.leak->message;
+    }
+  }
+  // Plain HTTP in a sandbox with secrets: `check` (every request names the host) and then
+  // InterceptedHttp (leaks refused, values swapped where bound, responses scrubbed).
+  void SpliceWatched(UpstreamConnection up, absl::string_view first_up,
+                     std::unique_ptr<HttpRequestStream> check, const std::string& host,
+                     uint16_t port) {
+    absl::StatusOr<std::shared_ptr<const InterceptRules>> rules = ctx_.intercept->rules(host, port);
+    absl::StatusOr<std::unique_ptr<InterceptedHttp>> http =
+        rules.ok() ? InterceptedHttp::Create(*std::move(rules), host, port)
+                   : absl::StatusOr<std::unique_ptr<InterceptedHttp>>(rules.status());
+    if (!http.ok()) {
+      return Fail(http.status(), /*http=*/true);
+    }
+    InterceptedHttp* h = http->get();
+    HttpRequestStream* c = check.get();
+    // Which of the two refused, for the reply.
+    auto intercepted_refused = std::make_shared<bool>(false);
+    SpliceOptions options;
+    options.idle_timeout = ctx_.limits.idle_timeout;
+    options.cancel_fd = ctx_.cancel_fd;
+    options.first_up = first_up;
+    options.filter_up = [c, h, intercepted_refused](absl::string_view in, std::string* out) {
+      std::string checked;
+      absl::Status s = c->Feed(in, &checked);
+      absl::Status t = h->FeedUp(checked, out);
+      if (!t.ok()) {
+        *intercepted_refused = true;
+        return t;
+      }
+      return s;
+    };
+    options.refusal_reply = [h, intercepted_refused](const absl::Status& why) {
+      return *intercepted_refused ? h->RefusalReply(why) : RefusalResponse(why);
+    };
+    options.filter_down = [h](absl::string_view in, std::string* out) {
+      return h->FeedDown(in, out);
+    };
+    options.finish_down = [h](std::string* out) { return h->FinishDown(out); };
+    SpliceResult result = Splice(stream_, std::move(up.fd), options);
+    record_.intercepted = true;
+    record_.verdict = Verdict::kAllowed;
+    record_.bytes_up = result.bytes_up;
+    record_.bytes_down = result.bytes_down;
+    record_.reason = result.ended;
+    InterceptReport report = h->report();
+    NoteReport(report);
+    if (!result.refused.ok()) {
+      record_.verdict =
+          absl::IsPermissionDenied(result.refused) ? Verdict::kDenied : Verdict::kError;
+      record_.reason = absl::StrCat("after ", c->requests(), " request(s): ", result.ended);
+    }
+  }
+
   void RunTls(Sniffer& sniffer);
   void RunHttp(Sniffer& sniffer);
   void RunConnect(Sniffer& sniffer);
@@ -385,6 +464,9 @@ void Connection::RunTls(Sniffer& sniffer) {
   if (!up.ok()) {
     return Fail(up.status(), /*http=*/false);
   }
+  if (Terminates(name, port)) {
+    return Intercept(std::move(*up), sniffer.tls.bytes(), name, port);
+  }
   SpliceWith(std::move(*up), sniffer.tls.bytes());
 }
 
@@ -432,9 +514,12 @@ void Connection::RunHttp(Sniffer& sniffer) {
   }
   bool proxy_port = info.kind != TunnelInfo::Kind::kTransparent;
   // The sniffed bytes (the first request and whatever followed it) go through the same check.
-  SpliceWith(std::move(*up), sniffer.http.bytes(),
-             CheckEveryRequest(host, proxy_port ? std::optional<uint16_t>(port) : std::nullopt,
-                               /*origin_form=*/true));
+  std::unique_ptr<HttpRequestStream> check = CheckEveryRequest(
+      host, proxy_port ? std::optional<uint16_t>(port) : std::nullopt, /*origin_form=*/true);
+  if (ctx_.intercept != nullptr && !head.destination.is_ip_literal) {
+    return SpliceWatched(std::move(*up), sniffer.http.bytes(), std::move(check), host, port);
+  }
+  SpliceWith(std::move(*up), sniffer.http.bytes(), std::move(check));
 }
 
 void Connection::RunConnect(Sniffer& sniffer) {
@@ -472,6 +557,9 @@ void Connection::RunConnect(Sniffer& sniffer) {
   if (what == Sniffed::kTls) {
     const std::optional<std::string>& sni = inner.tls.Feed("").hello.server_name;
     if (sni && *sni == host) {
+      if (Terminates(host, port)) {
+        return Intercept(std::move(*up), inner.tls.bytes(), host, port);
+      }
       return SpliceWith(std::move(*up), inner.tls.bytes());
     }
     return Reset(Verdict::kDenied,
@@ -482,8 +570,12 @@ void Connection::RunConnect(Sniffer& sniffer) {
     const std::string& inner_host = inner.http.Feed("").head.destination.host;
     if (inner_host == host) {
       // Plain HTTP inside the tunnel: every request in it is checked the same way.
-      return SpliceWith(std::move(*up), inner.http.bytes(),
-                        CheckEveryRequest(host, std::nullopt, /*origin_form=*/false));
+      std::unique_ptr<HttpRequestStream> check =
+          CheckEveryRequest(host, std::nullopt, /*origin_form=*/false);
+      if (ctx_.intercept != nullptr) {
+        return SpliceWatched(std::move(*up), inner.http.bytes(), std::move(check), host, port);
+      }
+      return SpliceWith(std::move(*up), inner.http.bytes(), std::move(check));
     }
     return Reset(Verdict::kDenied,
                  absl::StrCat("CONNECT to ", host, " but the tunnelled HTTP request names ",

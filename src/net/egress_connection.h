@@ -20,10 +20,15 @@
 //     checked too (HttpRequestStream): another host gets a 403 after the earlier answers; bad
 //     framing a 400; Upgrade and CONNECT a 403. Framing / Upgrade of the first request are
 //     refused before connecting.
+//  8. A sandbox with secrets (ConnectionContext::intercept): TLS (direct or inside CONNECT) to
+//     a host a secret or push rule is bound to is terminated (egress_intercept.h) instead of
+//     spliced; plain HTTP to any host goes through InterceptedHttp too, so a placeholder sent
+//     in clear anywhere it is not bound is refused as a leak.
 #pragma once
 
 #include <string>
 
+#include "src/net/egress_intercept.h"
 #include "src/net/egress_log.h"
 #include "src/net/egress_options.h"
 #include "src/net/host_resolver.h"
@@ -38,6 +43,8 @@ struct ConnectionContext {
   EgressSink* sink = nullptr;
   EgressLimits limits;
   int cancel_fd = -1;  // readable when the proxy shuts down
+  // The sandbox's secrets and pushes; null when it has none (every connection is spliced).
+  const InterceptSource* intercept = nullptr;
 };
 
 // Runs a kTransparent or kHttpProxy tunnel to its end and reports one ConnectionRecord.

@@ -73,6 +73,11 @@ struct ConnectionRecord {
   uint64_t bytes_down = 0;    // upstream -> guest (the proxy's own 403/200 lines excluded)
   absl::Time started;
   absl::Duration duration;
+  // A sandbox's secrets (issue 15): the connection went through InterceptedHttp (TLS
+  // terminated, or plain HTTP watched), and what it refused as a leak of which secret.
+  bool intercepted = false;
+  std::string leak_secret;   // the secret's name; empty: no leak
+  std::string leak_message;  // names the secret and the host, never a value
 };
 
 // One DNS query from the guest, reported when it is answered.

@@ -41,6 +41,7 @@ EgressProxy::EgressProxy(Options options, base::UniqueFd shutdown_event,
   context_.sink = options_.sink.get();
   context_.limits = options_.limits;
   context_.cancel_fd = shutdown_event_.get();
+  context_.intercept = options_.intercept.get();
 }
 
 EgressProxy::~EgressProxy() { Shutdown(); }

@@ -39,6 +39,8 @@ class EgressProxy final {
     std::shared_ptr<const HostResolver> resolver;  // shared by every sandbox
     std::shared_ptr<EgressSink> sink;              // required
     EgressLimits limits;
+    // The sandbox's secrets and pushes (egress_intercept.h); null: none.
+    std::shared_ptr<const InterceptSource> intercept;
   };
 
   static absl::StatusOr<std::unique_ptr<EgressProxy>> Create(Options options);

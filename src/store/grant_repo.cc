@@ -34,10 +34,9 @@ absl::StatusOr<SandboxGrants> GrantRepo::Get(absl::string_view sandbox_id) {
   Connection connection = db_->Lock();
   SandboxGrants grants;
   {
-    ABOX_ASSIGN_OR_RETURN(
-        Statement stmt,
-        connection.Prepare("SELECT name, env, placeholder FROM sandbox_secrets "
-                           "WHERE sandbox_id = ? ORDER BY name"));
+    ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                          connection.Prepare("SELECT name, env, placeholder FROM sandbox_secrets "
+                                             "WHERE sandbox_id = ? ORDER BY name"));
     ABOX_RETURN_IF_ERROR(stmt.BindText(1, sandbox_id));
     while (true) {
       ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());

@@ -30,8 +30,10 @@ class GrantRepoTest : public ::testing::Test {
 
   static SandboxGrants Grants(const std::string& placeholder_suffix) {
     SandboxGrants g;
-    g.secrets.push_back({.name = "GH", .env = "GITHUB_TOKEN", .placeholder = "p-gh-" + placeholder_suffix});
-    g.secrets.push_back({.name = "NPM", .env = "NPM", .placeholder = "p-npm-" + placeholder_suffix});
+    g.secrets.push_back(
+        {.name = "GH", .env = "GITHUB_TOKEN", .placeholder = "p-gh-" + placeholder_suffix});
+    g.secrets.push_back(
+        {.name = "NPM", .env = "NPM", .placeholder = "p-npm-" + placeholder_suffix});
     g.git_push = {"github.com/o/r:agent/*"};
     return g;
   }

@@ -83,6 +83,14 @@ class EgressService::Sink final : public net::EgressSink {
     if (absl::Status s = repo_.AddConnection(row); !s.ok()) {
       spdlog::warn("{}: egress log: {}", r.sandbox, s.ToString());
     }
+    if (!r.leak_secret.empty()) {
+      spdlog::warn("{}: exfiltration attempt blocked: {}", r.sandbox, r.leak_message);
+      events_.Publish(r.sandbox, kSecretLeakEvent,
+                      {{"secret", r.leak_secret},
+                       {"name", r.name},
+                       {"port", r.port},
+                       {"message", r.leak_message}});
+    }
   }
 
   void OnDns(const net::DnsRecord& r) override {
@@ -216,6 +224,16 @@ absl::StatusOr<std::unique_ptr<net::EgressProxy>> EgressService::MakeProxy(
   proxy_options.resolver = resolver_;
   proxy_options.sink = sink_;
   proxy_options.limits = options_.limits;
+  if (intercept_provider_) {
+    absl::StatusOr<std::shared_ptr<const net::InterceptSource>> intercept =
+        intercept_provider_(sandbox_id);
+    if (!intercept.ok()) {
+      return absl::Status(
+          intercept.status().code(),
+          absl::StrCat("the sandbox's secrets cannot be served: ", intercept.status().message()));
+    }
+    proxy_options.intercept = *std::move(intercept);
+  }
   return net::EgressProxy::Create(std::move(proxy_options));
 }
 

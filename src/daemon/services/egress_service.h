@@ -36,6 +36,8 @@ namespace abox::daemon {
 // Event types on the bus.
 inline constexpr char kEgressDeniedEvent[] = "egress_denied";    // {name, port, reason, state}
 inline constexpr char kEgressPendingEvent[] = "egress_pending";  // {name, port}: entered queue
+// A placeholder was sent where its secret is not bound: {secret, name, port, message}.
+inline constexpr char kSecretLeakEvent[] = "secret_leak_blocked";
 
 struct EgressServiceOptions {
   // Test-only answers that skip the address filter (aboxd --test-resolver-override).
@@ -152,6 +154,15 @@ class EgressService final {
   // Proxies running now (tests).
   [[nodiscard]] size_t running() const;
 
+  // What a sandbox's proxy intercepts for its secrets (SecretGrants::InterceptFor); unset or
+  // null: nothing (every connection is spliced).
+  using InterceptProvider =
+      std::function<absl::StatusOr<std::shared_ptr<const net::InterceptSource>>(
+          const std::string& sandbox_id)>;
+  void set_intercept_provider(InterceptProvider provider) {
+    intercept_provider_ = std::move(provider);
+  }
+
  private:
   class Sink;
   struct Running {
@@ -175,6 +186,7 @@ class EgressService final {
   const EgressServiceOptions options_;
   const std::shared_ptr<const net::HostResolver> resolver_;
   std::shared_ptr<Sink> sink_;
+  InterceptProvider intercept_provider_;  // set once, before any sandbox starts
 
   std::mutex write_mu_;    // serialises policy read-modify-writes (store, then cache)
   mutable std::mutex mu_;  // the cache below

@@ -1,5 +1,7 @@
 #include "src/daemon/services/secret_grants.h"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 #include <utility>
 
@@ -27,10 +29,19 @@ absl::Status FieldError(absl::string_view field, absl::string_view message) {
 // Variables a secret may not take: the ones abox sets itself, and the ones that change how
 // every program runs.
 bool ReservedVariable(absl::string_view name) {
-  static const auto* const kReserved = new std::set<std::string, std::less<>>{
-      "PATH",           "HOME",          "USER",          "SHELL",           "LD_PRELOAD",
-      "LD_LIBRARY_PATH", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-      "NODE_EXTRA_CA_CERTS", "CODEX_CA_CERTIFICATE", "GIT_SSL_CAINFO"};
+  static const auto* const kReserved =
+      new std::set<std::string, std::less<>>{"PATH",
+                                             "HOME",
+                                             "USER",
+                                             "SHELL",
+                                             "LD_PRELOAD",
+                                             "LD_LIBRARY_PATH",
+                                             "SSL_CERT_FILE",
+                                             "REQUESTS_CA_BUNDLE",
+                                             "CURL_CA_BUNDLE",
+                                             "NODE_EXTRA_CA_CERTS",
+                                             "CODEX_CA_CERTIFICATE",
+                                             "GIT_SSL_CAINFO"};
   return kReserved->contains(name);
 }
 
@@ -96,7 +107,8 @@ absl::StatusOr<GitPushGrant> ParseGitPushGrant(absl::string_view text) {
   absl::ConsumeSuffix(&repo, ".git");
   std::vector<absl::string_view> parts = absl::StrSplit(repo, '/');
   if (parts.size() != 2) {
-    return FieldError(field, absl::StrCat("the repository must be OWNER/REPO (", kGitPushForm, ")"));
+    return FieldError(field,
+                      absl::StrCat("the repository must be OWNER/REPO (", kGitPushForm, ")"));
   }
   for (absl::string_view part : parts) {
     if (part.empty() || part == "." || part == ".." || part.size() > 100) {
@@ -115,8 +127,12 @@ absl::StatusOr<GitPushGrant> ParseGitPushGrant(absl::string_view text) {
   return g;
 }
 
-SecretGrants::SecretGrants(SecretService& secrets, store::GrantRepo& repo, base::HostLayout layout)
-    : secrets_(&secrets), repo_(&repo), layout_(std::move(layout)) {}
+SecretGrants::SecretGrants(SecretService& secrets, store::GrantRepo& repo, base::HostLayout layout,
+                           std::vector<std::string> upstream_ca_files)
+    : secrets_(&secrets),
+      repo_(&repo),
+      layout_(std::move(layout)),
+      upstream_ca_files_(std::move(upstream_ca_files)) {}
 
 absl::StatusOr<store::SandboxGrants> SecretGrants::Prepare(const api::SandboxCreate& request) {
   store::SandboxGrants grants;
@@ -142,8 +158,9 @@ absl::StatusOr<store::SandboxGrants> SecretGrants::Prepare(const api::SandboxCre
                                             "not starting with a digit)"));
     }
     if (ReservedVariable(env)) {
-      return FieldError(field, absl::StrCat(env, " is set by abox or the system: choose another "
-                                                 "variable (NAME=VARIABLE)"));
+      return FieldError(field, absl::StrCat(env,
+                                            " is set by abox or the system: choose another "
+                                            "variable (NAME=VARIABLE)"));
     }
     if (!variables.insert(env).second) {
       return FieldError(field, absl::StrCat("two secrets would go in ", env));
@@ -161,8 +178,7 @@ absl::StatusOr<store::SandboxGrants> SecretGrants::Prepare(const api::SandboxCre
   return grants;
 }
 
-absl::StatusOr<std::vector<net::Rule>> SecretGrants::RulesFor(
-    const store::SandboxGrants& grants) {
+absl::StatusOr<std::vector<net::Rule>> SecretGrants::RulesFor(const store::SandboxGrants& grants) {
   std::vector<net::Rule> rules;
   for (const store::SandboxSecretRow& row : grants.secrets) {
     ABOX_ASSIGN_OR_RETURN(SecretView view, secrets_->Get(row.name));
@@ -173,9 +189,9 @@ absl::StatusOr<std::vector<net::Rule>> SecretGrants::RulesFor(
   }
   for (const std::string& text : grants.git_push) {
     ABOX_ASSIGN_OR_RETURN(GitPushGrant push, ParseGitPushGrant(text));
-    ABOX_ASSIGN_OR_RETURN(net::Rule rule,
-                          net::ParseRule(push.port == 443 ? push.host
-                                                          : absl::StrCat(push.host, ":", push.port)));
+    ABOX_ASSIGN_OR_RETURN(
+        net::Rule rule,
+        net::ParseRule(push.port == 443 ? push.host : absl::StrCat(push.host, ":", push.port)));
     rules.push_back(std::move(rule));
   }
   return rules;
@@ -326,6 +342,147 @@ absl::Status SecretGrants::CheckNoValues(absl::string_view what, absl::string_vi
   return absl::OkStatus();
 }
 
+namespace {
+
+// The hosts of a secret as an allowlist, to decide whether host:port is one of them.
+absl::StatusOr<net::EgressPolicy> HostsPolicy(const secrets::SecretSpec& spec) {
+  net::EgressPolicy policy;
+  policy.mode = net::EgressPolicy::Mode::kAllowlist;
+  for (const std::string& host : spec.hosts) {
+    ABOX_ASSIGN_OR_RETURN(net::Rule rule, net::ParseRule(host));
+    policy.allow.push_back(std::move(rule));
+  }
+  return policy;
+}
+
+bool BoundTo(const secrets::SecretSpec& spec, const std::string& host, uint16_t port) {
+  absl::StatusOr<net::EgressPolicy> policy = HostsPolicy(spec);
+  return policy.ok() && net::Decide(*policy, host, port).allowed;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const net::InterceptSource>> SecretGrants::InterceptFor(
+    const std::string& sandbox_id) {
+  ABOX_ASSIGN_OR_RETURN(store::SandboxGrants grants, Of(sandbox_id));
+  if (grants.empty()) {
+    return nullptr;
+  }
+  ABOX_ASSIGN_OR_RETURN(const net::InterceptCa* ca, Ca());
+  std::vector<GitPushGrant> pushes;
+  for (const std::string& text : grants.git_push) {
+    ABOX_ASSIGN_OR_RETURN(GitPushGrant push, ParseGitPushGrant(text));
+    pushes.push_back(std::move(push));
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (leaves_ == nullptr) {
+      leaves_ = std::make_shared<net::LeafCache>(*ca, net::LeafCache::Options{});
+    }
+    if (trust_ == nullptr) {
+      ABOX_ASSIGN_OR_RETURN(trust_, net::UpstreamTrust::Create(upstream_ca_files_));
+    }
+  }
+  auto source = std::make_shared<net::InterceptSource>();
+  {
+    std::lock_guard lock(mu_);
+    source->leaves = leaves_;
+    source->trust = trust_;
+  }
+  source->terminates = [this, sandbox_id, pushes](const std::string& host, uint16_t port) {
+    for (const GitPushGrant& push : pushes) {
+      if (push.host == host && push.port == port) {
+        return true;
+      }
+    }
+    absl::StatusOr<std::vector<GrantedSecret>> given = SecretsOf(sandbox_id);
+    if (!given.ok()) {
+      spdlog::warn("{}: the secrets could not be read: {}", sandbox_id,
+                   std::string(given.status().message()));
+      return false;
+    }
+    for (const GrantedSecret& g : *given) {
+      if (BoundTo(g.spec, host, port)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  source->rules = [this, sandbox_id, pushes](
+                      const std::string& host,
+                      uint16_t port) -> absl::StatusOr<std::shared_ptr<const net::InterceptRules>> {
+    ABOX_ASSIGN_OR_RETURN(std::vector<GrantedSecret> given, SecretsOf(sandbox_id));
+    std::vector<net::SecretBinding> bindings;
+    auto rules = std::make_shared<net::InterceptRules>();
+    for (GrantedSecret& g : given) {
+      net::SecretBinding b;
+      b.name = g.spec.name;
+      b.placeholder = g.row.placeholder;
+      b.hosts = g.spec.hosts;
+      if (!g.spec.header.empty()) {
+        b.headers = {g.spec.header};
+      }
+      b.allow_query = g.spec.allow_query;
+      bool token_here = false;
+      for (const GitPushGrant& push : pushes) {
+        token_here |= push.host == host && push.port == port && BoundTo(g.spec, host, port);
+      }
+      if (BoundTo(g.spec, host, port) || token_here) {
+        // Read now: a command or Vault source may have rotated it.
+        absl::StatusOr<secrets::SecretValue> value = secrets_->Resolve(g.spec.name);
+        if (!value.ok()) {
+          return absl::Status(value.status().code(),
+                              absl::StrCat("secret ", g.spec.name, ": ", value.status().message()));
+        }
+        b.value = std::string(value->Reveal());
+      } else {
+        // Not bound here: never sent nor scrubbed on this connection, only watched for (its
+        // placeholder is a leak here). A stand-in keeps the real value off this connection.
+        b.value = absl::StrCat("unbound-", g.spec.name);
+      }
+      bindings.push_back(std::move(b));
+    }
+    if (!bindings.empty()) {
+      absl::StatusOr<std::shared_ptr<const net::SecretTable>> table =
+          net::SecretTable::Create(bindings);
+      for (net::SecretBinding& b : bindings) {
+        secrets::Cleanse(b.value);
+      }
+      ABOX_RETURN_IF_ERROR(table.status());
+      rules->secrets = *std::move(table);
+    }
+    // One rule per repository, its branch patterns together.
+    for (const GitPushGrant& push : pushes) {
+      auto same = [&](const net::GitPushRule& r) {
+        return r.host == push.host && r.port == push.port && r.repo == push.repo;
+      };
+      auto it = std::find_if(rules->git_push.begin(), rules->git_push.end(), same);
+      if (it == rules->git_push.end()) {
+        net::GitPushRule rule;
+        rule.host = push.host;
+        rule.port = push.port;
+        rule.repo = push.repo;
+        for (const GrantedSecret& g : given) {
+          if (BoundTo(g.spec, push.host, push.port)) {
+            rule.token_secret = g.spec.name;
+            break;
+          }
+        }
+        rules->git_push.push_back(std::move(rule));
+        it = std::prev(rules->git_push.end());
+      }
+      it->refs.branch_patterns.push_back(push.pattern);
+    }
+    return rules;
+  };
+  return source;
+}
+
+net::LeafCache::Stats SecretGrants::LeafStats() {
+  std::lock_guard lock(mu_);
+  return leaves_ != nullptr ? leaves_->stats() : net::LeafCache::Stats{};
+}
+
 absl::Status InstallGuestCa(runtime::AgentClient& agent, const std::string& ca_pem,
                             absl::Duration timeout) {
   proto::ExecRequest request;
@@ -356,8 +513,8 @@ absl::Status InstallGuestCa(runtime::AgentClient& agent, const std::string& ca_p
     for (char c : output) {
       shown.push_back(absl::ascii_isprint(c) || c == ' ' ? c : ' ');
     }
-    return absl::InternalError(absl::StrCat(kWhat, " failed (exit ", exit->ShellCode(), "): ",
-                                            absl::StripAsciiWhitespace(shown)));
+    return absl::InternalError(absl::StrCat(kWhat, " failed (exit ", exit->ShellCode(),
+                                            "): ", absl::StripAsciiWhitespace(shown)));
   }
   return absl::OkStatus();
 }

@@ -26,6 +26,7 @@
 #include "src/api/sandbox.h"
 #include "src/base/host_layout.h"
 #include "src/daemon/services/secret_service.h"
+#include "src/net/egress_intercept.h"
 #include "src/net/intercept_ca.h"
 #include "src/net/leak_detector.h"
 #include "src/net/policy.h"
@@ -58,7 +59,9 @@ struct GrantedSecret {
 
 class SecretGrants final {
  public:
-  SecretGrants(SecretService& secrets, store::GrantRepo& repo, base::HostLayout layout);
+  // `upstream_ca_files`: tests only (aboxd --test-upstream-ca).
+  SecretGrants(SecretService& secrets, store::GrantRepo& repo, base::HostLayout layout,
+               std::vector<std::string> upstream_ca_files = {});
 
   // Checks a create request's secrets and pushes and draws their placeholders (nothing is
   // stored: Record does that once the sandbox has a record). 400-style errors name the field.
@@ -94,6 +97,14 @@ class SecretGrants final {
   // A secret was set or removed: values and specs are read again.
   void SecretsChanged();
 
+  // What the sandbox's egress proxy needs to terminate TLS for its secrets' hosts and push
+  // hosts and swap values in; null when it was given nothing. Specs and values are read per
+  // connection (a rotated or removed secret takes effect at the next one).
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const net::InterceptSource>> InterceptFor(
+      const std::string& sandbox_id);
+  // Leaf-certificate cache counters (benchmarks).
+  [[nodiscard]] net::LeafCache::Stats LeafStats();
+
  private:
   SecretService* secrets_;
   store::GrantRepo* repo_;
@@ -103,6 +114,9 @@ class SecretGrants final {
   std::unique_ptr<net::InterceptCa> ca_;
   bool patterns_valid_ = false;
   std::shared_ptr<const net::LeakPatterns> patterns_;
+  std::vector<std::string> upstream_ca_files_;
+  std::shared_ptr<net::LeafCache> leaves_;
+  std::shared_ptr<const net::UpstreamTrust> trust_;
 };
 
 // Appends abox's CA to the guest's system bundle and keeps it at kGuestCaFile, as root over the

