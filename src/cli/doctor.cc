@@ -211,8 +211,7 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
        "`abox exec ID -- getent hosts denied.example` should fail",
        ""});
   report.checks.push_back(SecretFileCheck(host, facts.home));
-  report.checks.push_back({"secrets", "secrets.ca_key", CheckStatus::kInfo,
-                           "n/a: no CA key yet (the proxy does not intercept TLS)", ""});
+  report.checks.push_back(CaKeyCheck(host, facts.home));
   report.risks = ResidualRisks(report.checks, host.euid);
   return report;
 }

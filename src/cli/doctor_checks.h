@@ -40,6 +40,8 @@ struct DaemonFacts {
 [[nodiscard]] std::vector<Check> DaemonChecks(const HostView& host, const DaemonFacts& facts);
 // secrets.store: the 0600 value file aboxd keeps in `home`/secrets when no keyring answers.
 [[nodiscard]] Check SecretFileCheck(const HostView& host, const std::string& home);
+// secrets.ca_key: $ABOX_HOME/ca/ca.key (the interception CA's key) is the user's alone.
+[[nodiscard]] Check CaKeyCheck(const HostView& host, const std::string& home);
 
 // The TCP sockets process `pid` listens on, as "127.0.0.1:8080" / "[::1]:8080", read from its
 // descriptors and /proc/<pid>/net/tcp{,6}.

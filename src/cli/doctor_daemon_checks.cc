@@ -224,34 +224,72 @@ absl::StatusOr<std::vector<std::string>> TcpListeners(const HostView& host, int6
   return out;
 }
 
-Check SecretFileCheck(const HostView& host, const std::string& home) {
-  const std::string dir = absl::StrCat(home, "/secrets");
-  const std::string file = absl::StrCat(dir, "/values.json");
-  auto check = [](CheckStatus status, std::string reason, std::string fix = "") {
-    return Check{"secrets", "secrets.store", status, std::move(reason), std::move(fix)};
+namespace {
+
+// A file only this user may read, in a folder only this user may enter: `absent` when there
+// is none, `pass` when both are the user's alone, a failure saying what to run otherwise.
+struct OwnerOnlyFile {
+  std::string name;  // "secrets.store"
+  std::string dir;
+  std::string file;
+  std::string absent;       // reason when the file does not exist
+  std::string pass;         // appended to the pass reason
+  std::string consequence;  // why a loose one matters
+  std::string then;         // what to do after the chmod
+};
+
+Check OwnerOnlyFileCheck(const HostView& host, const OwnerOnlyFile& o) {
+  auto check = [&o](CheckStatus status, std::string reason, std::string fix = "") {
+    return Check{"secrets", o.name, status, std::move(reason), std::move(fix)};
   };
-  absl::StatusOr<struct stat> d = host.Lstat(dir);
-  absl::StatusOr<struct stat> f = host.Lstat(file);
+  absl::StatusOr<struct stat> d = host.Lstat(o.dir);
+  absl::StatusOr<struct stat> f = host.Lstat(o.file);
   if (!f.ok()) {
-    return check(CheckStatus::kInfo,
-                 absl::StrCat("no value file (", file,
-                              "): stored secrets' values are in the desktop keyring, or there are "
-                              "none (`abox secret ls`)"));
+    return check(CheckStatus::kInfo, o.absent);
   }
   if (!d.ok() || !S_ISDIR(d->st_mode) || !OwnerOnly(*d, host.euid) || !S_ISREG(f->st_mode) ||
       !OwnerOnly(*f, host.euid)) {
     return check(CheckStatus::kFail,
-                 absl::StrCat(file, " (uid ", f->st_uid, ", mode ", Mode(*f),
-                              ") or its folder is "
-                              "not yours alone: aboxd refuses to use it, and others may have read "
-                              "the values"),
-                 absl::StrCat("chmod 700 ", dir, "; chmod 600 ", file,
-                              "; then rotate the secrets in it (`abox secret ls`)"));
+                 absl::StrCat(o.file, " (uid ", f->st_uid, ", mode ", Mode(*f),
+                              ") or its folder is not yours alone: ", o.consequence),
+                 absl::StrCat("chmod 700 ", o.dir, "; chmod 600 ", o.file, "; then ", o.then));
   }
-  return check(CheckStatus::kPass,
-               absl::StrCat(file, ": yours, mode ", Mode(*f),
-                            " (no desktop keyring was found: the values are as safe as this "
-                            "account's files)"));
+  return check(CheckStatus::kPass, absl::StrCat(o.file, ": yours, mode ", Mode(*f), o.pass));
+}
+
+}  // namespace
+
+Check SecretFileCheck(const HostView& host, const std::string& home) {
+  const std::string dir = absl::StrCat(home, "/secrets");
+  const std::string file = absl::StrCat(dir, "/values.json");
+  return OwnerOnlyFileCheck(
+      host, {.name = "secrets.store",
+             .dir = dir,
+             .file = file,
+             .absent = absl::StrCat("no value file (", file,
+                                    "): stored secrets' values are in the desktop keyring, or "
+                                    "there are none (`abox secret ls`)"),
+             .pass = " (no desktop keyring was found: the values are as safe as this account's "
+                     "files)",
+             .consequence = "aboxd refuses to use it, and others may have read the values",
+             .then = "rotate the secrets in it (`abox secret ls`)"});
+}
+
+Check CaKeyCheck(const HostView& host, const std::string& home) {
+  const std::string dir = absl::StrCat(home, "/ca");
+  const std::string file = absl::StrCat(dir, "/ca.key");
+  return OwnerOnlyFileCheck(
+      host, {.name = "secrets.ca_key",
+             .dir = dir,
+             .file = file,
+             .absent = "no interception CA yet: aboxd makes one when a sandbox is first given a "
+                       "secret (abox create --secret)",
+             .pass = " (the key of the CA that sandboxes given a secret trust; it never leaves "
+                     "this host)",
+             .consequence = "aboxd refuses to use it, and whoever read the key could forge "
+                            "certificates those sandboxes trust",
+             .then = "move the folder aside so aboxd makes a new CA (running sandboxes with "
+                     "secrets must be re-created)"});
 }
 
 std::vector<Check> DaemonChecks(const HostView& host, const DaemonFacts& facts) {

@@ -292,6 +292,20 @@ TEST(DoctorDaemonTest, ADaemonNotRunningIsAWarningWithTheCommandToStartIt) {
   EXPECT_EQ(Find(checks, "daemon.tcp")->status, CheckStatus::kInfo);
 }
 
+TEST(DoctorSecretsTest, TheCaKeyMustBeTheUsersAlone) {
+  FakeHost host;
+  EXPECT_EQ(CaKeyCheck(host.view(), "/home/u/abox").status, CheckStatus::kInfo);
+  host.Dir("/home/u/abox/ca", 0700);
+  host.File("/home/u/abox/ca/ca.key", "k", 0600);
+  Check ok = CaKeyCheck(host.view(), "/home/u/abox");
+  EXPECT_EQ(ok.status, CheckStatus::kPass) << ok.reason;
+  EXPECT_EQ(ok.name, "secrets.ca_key");
+  host.File("/home/u/abox/ca/ca.key", "k", 0640);
+  Check loose = CaKeyCheck(host.view(), "/home/u/abox");
+  EXPECT_EQ(loose.status, CheckStatus::kFail);
+  EXPECT_THAT(loose.fix, HasSubstr("chmod 600 /home/u/abox/ca/ca.key"));
+}
+
 TEST(DoctorSecretsTest, TheValueFileMustBeTheUsersAlone) {
   FakeHost host;
   EXPECT_EQ(SecretFileCheck(host.view(), "/home/u/abox").status, CheckStatus::kInfo);

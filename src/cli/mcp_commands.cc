@@ -56,6 +56,7 @@ struct Flags {
   bool allow_apply = false;
   bool allow_egress_changes = false;
   bool allow_remove_any = false;
+  std::vector<std::string> allow_secrets;
   bool dry_run = false;
   bool json = false;
 };
@@ -148,6 +149,10 @@ McpServerCommand ServerCommand(const Flags& flags, const ServerBinary& binary) {
   }
   if (flags.allow_remove_any) {
     server.args.emplace_back("--allow-remove-any");
+  }
+  for (const std::string& name : flags.allow_secrets) {
+    server.args.emplace_back("--allow-secret");
+    server.args.push_back(name);
   }
   return server;
 }
@@ -400,6 +405,9 @@ void AddMcpCommands(CLI::App& app, Action* action) {
                     "itself instead of asking");
   install->add_flag("--allow-remove-any", install_flags->allow_remove_any,
                     "Yours, not the model's: let the agent remove sandboxes it did not create");
+  install->add_option("--allow-secret", install_flags->allow_secrets,
+                      "Yours, not the model's: let the agent give its sandboxes secret NAME (a "
+                      "placeholder; the value stays on the host) (repeatable)");
   install->add_flag("--dry-run", install_flags->dry_run, "Show what would change; write nothing");
   install->add_flag("--json", install_flags->json, "Print the result as JSON");
   install->footer(absl::StrCat(kScopes, "\n", kPersonsFlags,

@@ -121,6 +121,10 @@ int Main(int argc, char** argv) {
   app.add_flag("--allow-egress-changes", options.allow_egress_changes,
                "egress_request and sandbox_create may widen a sandbox's egress policy (without "
                "it, the person approves names with `abox egress approve`)");
+  app.add_option("--allow-secret", options.allowed_secrets,
+                 "sandbox_create may give a sandbox this secret (abox secret set NAME ...): the "
+                 "sandbox gets a placeholder, the proxy adds the value for the secret's hosts "
+                 "(repeatable; without it, no secret)");
   app.add_flag("--allow-remove-any", options.allow_remove_any,
                "sandbox_remove and sandbox_restore may act on sandboxes this session did not "
                "create (a session: this abox-mcp on stdio, one Mcp-Session-Id over --http)");

@@ -27,8 +27,10 @@ struct ToolOptions {
   bool allow_apply = false;           // apply_changes writes into the host directory
   bool allow_egress_changes = false;  // egress_request / create may widen the egress policy
   bool allow_remove_any = false;      // sandbox_remove may remove sandboxes others created
-  std::string start_dir;              // abox-mcp's working directory: the default workspace
-  std::string home_dir;               // $HOME: never a default workspace
+  // Secrets sandbox_create may give a sandbox (placeholders only: the values stay on the host).
+  std::vector<std::string> allowed_secrets;
+  std::string start_dir;  // abox-mcp's working directory: the default workspace
+  std::string home_dir;   // $HOME: never a default workspace
 };
 
 // What the tools share. Thread-safe.

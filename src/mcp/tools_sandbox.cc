@@ -1,4 +1,5 @@
 // sandbox_create, sandbox_list, sandbox_inspect, sandbox_stop, sandbox_remove.
+#include <algorithm>
 #include <filesystem>
 #include <utility>
 
@@ -59,6 +60,17 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
     }
     egress.allow = allow;
     create.egress = egress;
+  }
+  for (const std::string& name : StringListArg(args, "secrets")) {
+    const std::vector<std::string>& allowed = env.options().allowed_secrets;
+    if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "secret ", name,
+          " was not allowed for this session: the person gives secrets to abox-mcp with "
+          "--allow-secret ",
+          name, " (abox mcp install --allow-secret ", name, ")"));
+    }
+    create.secrets[name] = "";
   }
   // wait=false, then poll: the sandbox's id is known at once, so a cancelled create removes
   // what it started instead of leaving it booting.
@@ -192,6 +204,11 @@ std::vector<Tool> SandboxTools(ToolEnv& env) {
           {"egress_allow",
            StringListProp("Allow rules (NAME, *.SUFFIX, preset:npm ...); needs the person's "
                           "--allow-egress-changes.")},
+          {"secrets",
+           StringListProp("Secrets to give the sandbox, by name (e.g. GITHUB_TOKEN): each is in "
+                          "the environment variable of its name as a placeholder, which the "
+                          "host swaps for the real value only in requests to the secret's "
+                          "hosts. Only names the person allowed (--allow-secret).")},
       }),
       SandboxSchema(), Annotations(false, false, false, false),
       [&env](const nlohmann::json& a, CallContext& c) { return Create(env, a, c); }});

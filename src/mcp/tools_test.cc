@@ -104,6 +104,13 @@ TEST_F(ToolsTest, WideningEgressAtCreateNeedsThePersonsFlag) {
   EXPECT_THAT(Text(r), HasSubstr("egress_request"));
 }
 
+TEST_F(ToolsTest, GivingASecretAtCreateNeedsThePersonsFlagForThatName) {
+  json r = Call("sandbox_create", {{"secrets", {"GITHUB_TOKEN"}}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_THAT(Text(r), HasSubstr("not_allowed"));
+  EXPECT_THAT(Text(r), HasSubstr("--allow-secret GITHUB_TOKEN"));
+}
+
 TEST_F(ToolsTest, SnapshotToolsCheckTheirArguments) {
   EXPECT_EQ(Find("sandbox_restore").annotations["destructiveHint"], true);
   EXPECT_EQ(Find("sandbox_checkpoints").annotations["readOnlyHint"], true);
