@@ -114,6 +114,13 @@ absl::StatusOr<pid_t> SpawnDetached(const std::vector<std::string>& argv, int lo
   return pid;
 }
 
+// Whether a daemon holds the socket's lock. One that has just taken it may not have written
+// its pid yet (RunningDaemonPid: kDataLoss): it holds it all the same.
+bool LockIsHeld(const std::string& socket_path) {
+  absl::StatusOr<pid_t> pid = RunningDaemonPid(socket_path);
+  return pid.ok() || absl::IsDataLoss(pid.status());
+}
+
 }  // namespace
 
 absl::StatusOr<DaemonOptions> DaemonOptionsFromEnv() {
@@ -217,9 +224,10 @@ absl::StatusOr<pid_t> StartDaemon(const DaemonOptions& options) {
       return exited ? RunningDaemonPid(options.socket_path).value_or(pid) : pid;
     }
     last = health.status();
-    // Ours failed. If another daemon holds the lock (a concurrent start won the race), wait for
-    // that one to answer instead.
-    if (exited && exited->ShellCode() != 0 && !RunningDaemonPid(options.socket_path).ok()) {
+    // Ours failed. If another daemon holds the lock (a concurrent start won the race: aboxd
+    // takes the lock before anything else, so a loser exits at once with "another aboxd
+    // already serves"), wait for that one to answer instead.
+    if (exited && exited->ShellCode() != 0 && !LockIsHeld(options.socket_path)) {
       return absl::UnavailableError(absl::StrCat(
           "aboxd (", binary, ") exited with ", exited->ToString(), " before it answered on ",
           options.socket_path, LogReport(options.log_path, offset)));

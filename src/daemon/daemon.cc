@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
 #include "src/base/status_macros.h"
+#include "src/http/listen_socket.h"
 #include "src/proto/frame.h"
 #include "src/runtime/guest_identity.h"
 #include "src/runtime/sandbox.h"
@@ -18,6 +19,15 @@
 namespace abox::daemon {
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, DaemonDeps deps) {
+  if (config.server.unix_socket_path.empty()) {
+    return absl::InvalidArgumentError("aboxd needs a unix socket path");
+  }
+  // First of all, the socket's lock: it says that this is the only aboxd of this socket, which
+  // recovery relies on. Of several aboxds started at once, the losers leave here
+  // (kAlreadyExists) before they touch $ABOX_HOME or the state database, which the winner is
+  // creating and migrating; the launcher then waits for the winner, which holds the lock.
+  ABOX_ASSIGN_OR_RETURN(http::UnixSocketLock instance,
+                        http::LockUnixSocket(config.server.unix_socket_path));
   std::unique_ptr<Daemon> d(new Daemon());
   d->config_ = std::move(config);
   const base::HostLayout& layout = d->config_.layout;
@@ -159,9 +169,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
     return absl::InternalError(absl::StrCat("internal: ", r.message()));
   }
   d->routes_ = router.Routes();
-  // The socket's lock says that this is the only aboxd of this user, which recovery relies
-  // on. Clients that connect now wait in the backlog until Start().
-  ABOX_ASSIGN_OR_RETURN(d->server_, http::Server::Create(d->config_.server, std::move(router)));
+  // Clients that connect now wait in the backlog until Start(). The server keeps the lock.
+  ABOX_ASSIGN_OR_RETURN(
+      d->server_, http::Server::Create(d->config_.server, std::move(router), std::move(instance)));
   return d;
 }
 

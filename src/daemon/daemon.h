@@ -71,8 +71,9 @@ struct DaemonDeps {
 
 class Daemon final {
  public:
-  // Opens the state, builds every service and the server (whose socket lock makes this the
-  // only aboxd of the user). Serves nothing until Start().
+  // Takes the socket's lock first (held by another aboxd: kAlreadyExists, and nothing else is
+  // touched), then opens the state and builds every service and the server, which keeps the
+  // lock. Serves nothing until Start().
   static absl::StatusOr<std::unique_ptr<Daemon>> Create(DaemonConfig config, DaemonDeps deps);
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -120,7 +121,7 @@ absl::Status ReplaceStaleSocket(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<UnixListenSocket> ListenUnix(const std::string& path, int backlog) {
+absl::StatusOr<UnixSocketLock> LockUnixSocket(const std::string& path) {
   if (path.empty() || path.back() == '/') {
     return absl::InvalidArgumentError(absl::StrCat("socket path \"", path, "\" names no file"));
   }
@@ -130,9 +131,20 @@ absl::StatusOr<UnixListenSocket> ListenUnix(const std::string& path, int backlog
     return absl::InvalidArgumentError(absl::StrCat("socket path ", path, ": ", ec.message()));
   }
   ABOX_RETURN_IF_ERROR(PrepareDirectory(p.parent_path()));
+  UnixSocketLock lock;
+  lock.path = p.string();
+  ABOX_ASSIGN_OR_RETURN(lock.fd, TakeLock(lock.path));
+  return lock;
+}
+
+absl::StatusOr<UnixListenSocket> ListenUnix(UnixSocketLock lock, int backlog) {
+  if (!lock.fd) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("internal: listening on ", lock.path, " without holding its lock"));
+  }
   UnixListenSocket out;
-  out.path = p.string();
-  ABOX_ASSIGN_OR_RETURN(out.lock, TakeLock(out.path));
+  out.path = std::move(lock.path);
+  out.lock = std::move(lock.fd);
   ABOX_RETURN_IF_ERROR(ReplaceStaleSocket(out.path));
   ABOX_ASSIGN_OR_RETURN(out.fd, base::ListenUnixSocket(out.path, backlog));
   struct stat st {};

@@ -12,6 +12,14 @@
 
 namespace abox::http {
 
+// The lock that says this process serves a unix socket path: flock(LOCK_EX) on "<path>.lock",
+// with the holder's pid written in it (for messages and `abox daemon stop`). aboxd takes it
+// before anything else, so that a second aboxd leaves before it touches the state.
+struct UnixSocketLock {
+  base::UniqueFd fd;
+  std::string path;  // the socket's absolute path
+};
+
 // A bound, listening unix socket and the lock that says this process serves it.
 struct UnixListenSocket {
   base::UniqueFd fd;
@@ -21,16 +29,20 @@ struct UnixListenSocket {
   ino_t ino = 0;  // successor's socket
 };
 
-// Prepares `path` and listens on it:
+// Takes the lock of the socket at `path`:
 //  - creates missing parent directories with mode 0700; refuses a parent owned by another
 //    (non-root) user;
-//  - takes an exclusive lock on "<path>.lock": held by a live daemon -> kAlreadyExists;
+//  - takes an exclusive lock on "<path>.lock": held by a live daemon -> kAlreadyExists
+//    ("another aboxd (pid N) already serves <path>; ...").
+[[nodiscard]] absl::StatusOr<UnixSocketLock> LockUnixSocket(const std::string& path);
+
+// Listens on the socket whose lock the caller holds (which the result keeps):
 //  - an existing socket file that still accepts connections -> kAlreadyExists (another server
 //    answers there); one that refuses them is stale (its daemon died) and is replaced; any
 //    other kind of file -> kFailedPrecondition;
 //  - binds, chmods the socket to 0600 and listens.
 // Paths longer than sun_path are reached through /proc/self/fd/<dir fd>.
-[[nodiscard]] absl::StatusOr<UnixListenSocket> ListenUnix(const std::string& path, int backlog);
+[[nodiscard]] absl::StatusOr<UnixListenSocket> ListenUnix(UnixSocketLock lock, int backlog);
 
 // Removes the socket file if it is still the one `socket` bound (the lock file stays; it is
 // harmless and removing it would race with a successor taking it).

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -230,7 +232,9 @@ class Server::Impl {
   bool stopped = false;
 };
 
-absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options, Router router) {
+namespace {
+
+absl::Status CheckOptions(const ServerOptions& options) {
   if (options.unix_socket_path.empty() && !options.tcp_port.has_value()) {
     return absl::InvalidArgumentError("the server needs a unix socket path or a TCP port");
   }
@@ -248,9 +252,38 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options, Ro
         "io_threads, worker_threads, max_connections, max_body_bytes and request_head_timeout "
         "must be positive");
   }
-  auto impl = std::make_unique<Impl>();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options, Router router) {
+  ABOX_RETURN_IF_ERROR(CheckOptions(options));
+  std::optional<UnixSocketLock> lock;
   if (!options.unix_socket_path.empty()) {
-    ABOX_ASSIGN_OR_RETURN(impl->unix_socket, ListenUnix(options.unix_socket_path, /*backlog=*/128));
+    ABOX_ASSIGN_OR_RETURN(lock, LockUnixSocket(options.unix_socket_path));
+  }
+  return Listen(std::move(options), std::move(router), std::move(lock));
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Create(ServerOptions options, Router router,
+                                                       UnixSocketLock lock) {
+  ABOX_RETURN_IF_ERROR(CheckOptions(options));
+  std::error_code ec;
+  if (options.unix_socket_path.empty() ||
+      std::filesystem::absolute(options.unix_socket_path, ec).string() != lock.path) {
+    return absl::InvalidArgumentError(absl::StrCat("internal: the lock of ", lock.path,
+                                                   " is not the lock of the socket \"",
+                                                   options.unix_socket_path, "\""));
+  }
+  return Listen(std::move(options), std::move(router), std::move(lock));
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Listen(ServerOptions options, Router router,
+                                                       std::optional<UnixSocketLock> lock) {
+  auto impl = std::make_unique<Impl>();
+  if (lock.has_value()) {
+    ABOX_ASSIGN_OR_RETURN(impl->unix_socket, ListenUnix(*std::move(lock), /*backlog=*/128));
   }
   absl::Cleanup remove_socket = [&impl] { RemoveUnixSocketFile(impl->unix_socket); };
   base::UniqueFd tcp_fd;

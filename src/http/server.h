@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "src/http/listen_socket.h"
 #include "src/http/router.h"
 
 namespace abox::http {
@@ -81,6 +82,11 @@ class Server final {
   // the socket, replaces a stale one, and listens (unix, then TCP). No threads yet.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Create(ServerOptions options,
                                                                       Router router);
+  // The same for a caller that took the socket's lock earlier (aboxd does, before it opens its
+  // state): `lock` must be for options.unix_socket_path; the server keeps it until Stop().
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Create(ServerOptions options,
+                                                                      Router router,
+                                                                      UnixSocketLock lock);
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   // Stop()s.
@@ -104,6 +110,9 @@ class Server final {
 
  private:
   explicit Server(std::unique_ptr<Impl> impl);
+  // Listens (on the locked unix socket when there is one, then TCP) with checked options.
+  static absl::StatusOr<std::unique_ptr<Server>> Listen(ServerOptions options, Router router,
+                                                        std::optional<UnixSocketLock> lock);
   std::unique_ptr<Impl> impl_;
 };
 

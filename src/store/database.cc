@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <utility>
@@ -93,6 +94,9 @@ absl::Status OpenError(const std::string& path, const absl::Status& status) {
     advice = absl::StrCat("; the file is not a SQLite database or is damaged. Move it aside (",
                           "e.g. mv ", path, " ", path,
                           ".broken) to start with empty state, or restore a backup");
+  } else if (status.code() == absl::StatusCode::kUnavailable) {
+    advice = absl::StrCat("; another process kept it locked throughout. Find it with `fuser ", path,
+                          "` and try again once it is done");
   }
   return absl::Status(status.code(), absl::StrCat("cannot open state database ", path, ": ",
                                                   status.message(), advice));
@@ -118,19 +122,32 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path
               SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   // sqlite3_open_v2 allocates a handle even when it fails; the Database owns it from here.
-  auto db = std::unique_ptr<Database>(new Database(raw, path));
+  auto db = std::unique_ptr<Database>(new Database(raw, path, options.busy_timeout));
   if (rc != SQLITE_OK) {
     return OpenError(path, SqliteError(raw, rc, "open", path));
   }
   sqlite3_busy_timeout(raw, static_cast<int>(absl::ToInt64Milliseconds(options.busy_timeout)));
-  {
+  absl::Status configured = db->RetryWhileBusy([&db] {
     Connection connection = db->Lock();
-    absl::Status configured = Configure(connection);
-    if (!configured.ok()) {
-      return OpenError(path, configured);
-    }
+    return Configure(connection);
+  });
+  if (!configured.ok()) {
+    return OpenError(path, configured);
   }
   return db;
+}
+
+absl::Status Database::RetryWhileBusy(const std::function<absl::Status()>& step) {
+  const absl::Time deadline = absl::Now() + busy_timeout_;
+  absl::Duration pause = absl::Milliseconds(5);
+  for (;;) {
+    absl::Status status = step();
+    if (!absl::IsUnavailable(status) || absl::Now() + pause > deadline) {
+      return status;
+    }
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Milliseconds(100));
+  }
 }
 
 Database::~Database() {

@@ -25,7 +25,8 @@ namespace abox::store {
 using Clock = std::function<absl::Time()>;
 
 struct DatabaseOptions {
-  // How long a statement waits for another connection's lock before failing with kUnavailable.
+  // How long a statement waits for another connection's lock before failing with kUnavailable;
+  // at open, also how long the journal-mode switch and the migrations are retried.
   absl::Duration busy_timeout = absl::Seconds(5);
 };
 
@@ -37,7 +38,8 @@ class Connection;
 // -wal and -shm files the same mode), refuses symlinks, and sets journal_mode=WAL,
 // foreign_keys=ON, synchronous=NORMAL (durable at checkpoints, never corrupt) and busy_timeout.
 // Other processes may open the same file: WAL lets readers run beside one writer, and writers
-// wait up to busy_timeout for each other.
+// wait up to busy_timeout for each other. Opening retries the switch to WAL while another
+// connection holds the file (SQLite refuses it at once then, whatever busy_timeout says).
 //
 // Thread safety: thread-safe. The connection is guarded by a mutex; Lock() hands out exclusive
 // use for the lifetime of the returned Connection. The mutex is not reentrant: code holding a
@@ -62,13 +64,23 @@ class Database final {
   // another thread holds it.
   [[nodiscard]] Connection Lock();
 
+  // Runs `step`, and again while it fails with kUnavailable (SQLITE_BUSY / SQLITE_LOCKED),
+  // until busy_timeout has passed since the first try; returns its last status. For what
+  // SQLite's busy handler does not wait in: a journal-mode change, or a transaction that needs
+  // a write lock while it holds a read lock, fails at once when another connection writes
+  // (SQLite refuses rather than risk a deadlock). `step` takes the connection itself (Lock())
+  // and must leave nothing behind when it fails, e.g. run one transaction.
+  [[nodiscard]] absl::Status RetryWhileBusy(const std::function<absl::Status()>& step);
+
  private:
   friend class Connection;
-  Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Database(sqlite3* db, std::string path, absl::Duration busy_timeout)
+      : db_(db), path_(std::move(path)), busy_timeout_(busy_timeout) {}
 
   absl::Mutex mu_;
   sqlite3* const db_;
   const std::string path_;
+  const absl::Duration busy_timeout_;
   // Compiled statements kept for reuse, by SQL text (guarded by mu_: statements live inside a
   // Connection's scope). Parsing is a large part of a small query's cost.
   std::unordered_map<std::string, sqlite3_stmt*> statement_cache_;

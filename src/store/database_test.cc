@@ -1,8 +1,10 @@
 #include "src/store/database.h"
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -362,6 +364,87 @@ TEST(DatabaseTest, WriterBlockedByAnotherConnectionIsUnavailable) {
   ASSERT_TRUE(transaction->Commit().ok());
   Connection connection = waiter->Lock();
   EXPECT_TRUE(connection.Execute("INSERT INTO t VALUES (1)").ok());
+}
+
+// Another process writing a new database file that is still in rollback-journal mode, as the
+// first aboxd does while it creates state.db: a plain SQLite connection in a write transaction.
+class RollbackModeWriter final {
+ public:
+  explicit RollbackModeWriter(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
+    Exec("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE; INSERT INTO t VALUES (1)");
+  }
+  ~RollbackModeWriter() { sqlite3_close(db_); }
+  RollbackModeWriter(const RollbackModeWriter&) = delete;
+  RollbackModeWriter& operator=(const RollbackModeWriter&) = delete;
+
+  void Exec(const char* sql) { EXPECT_EQ(sqlite3_exec(db_, sql, nullptr, nullptr, nullptr), 0); }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// Regression test: SQLite refuses the switch to WAL at once (SQLITE_BUSY, "database is
+// locked") while another connection writes, whatever busy_timeout says; two aboxds starting at
+// once failed so. Open tries again until the writer is done.
+TEST(DatabaseTest, OpenWaitsForAWriterBeforeSwitchingToWal) {
+  TempDir tmp;
+  std::string path = tmp.file("state.db");
+  RollbackModeWriter writer(path);
+  std::thread commit([&writer] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    writer.Exec("COMMIT");
+  });
+  auto db = Database::Open(path);
+  commit.join();
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_EQ(QueryText(**db, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(QueryInt(**db, "SELECT count(*) FROM t"), 1);
+}
+
+TEST(DatabaseTest, OpenGivesUpAfterTheBusyTimeoutAndSaysWhatToDo) {
+  TempDir tmp;
+  std::string path = tmp.file("state.db");
+  RollbackModeWriter writer(path);
+  DatabaseOptions options;
+  options.busy_timeout = absl::Milliseconds(100);
+  auto db = Database::Open(path, options);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(db.status().message(), HasSubstr("database is locked"));
+  EXPECT_THAT(db.status().message(), HasSubstr("fuser " + path));
+  writer.Exec("ROLLBACK");
+}
+
+TEST(DatabaseTest, RetryWhileBusyRunsTheStepAgainOnlyWhileItIsUnavailable) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  int calls = 0;
+  absl::Status status = db->RetryWhileBusy([&calls] {
+    return ++calls < 3 ? absl::UnavailableError("database is locked") : absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ(calls, 3);
+
+  calls = 0;
+  status = db->RetryWhileBusy([&calls] {
+    ++calls;
+    return absl::DataLossError("file is not a database");
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(DatabaseTest, RetryWhileBusyGivesUpAfterTheBusyTimeout) {
+  TempDir tmp;
+  DatabaseOptions options;
+  options.busy_timeout = absl::Milliseconds(50);
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"), options);
+  ASSERT_NE(db, nullptr);
+  absl::Status status =
+      db->RetryWhileBusy([] { return absl::UnavailableError("database is locked"); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(DatabaseTest, ThreadsShareOneDatabaseSafely) {

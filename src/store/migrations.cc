@@ -339,11 +339,17 @@ absl::Status ApplyMigrations(Database& db, std::span<const Migration> migrations
     }
   }
   int latest = static_cast<int>(migrations.size());
-  ABOX_ASSIGN_OR_RETURN(int version, SchemaVersion(db));
+  // Each step again while another connection holds the database (e.g. another process that
+  // opens it at the same moment): what SQLite's busy handler does not wait for fails at once.
+  int version = 0;
+  ABOX_RETURN_IF_ERROR(db.RetryWhileBusy([&]() -> absl::Status {
+    ABOX_ASSIGN_OR_RETURN(version, SchemaVersion(db));
+    return absl::OkStatus();
+  }));
   ABOX_RETURN_IF_ERROR(CheckNotNewer(db, version, latest));
   for (const Migration& migration : migrations) {
     if (migration.version > version) {
-      ABOX_RETURN_IF_ERROR(ApplyOne(db, migration, latest));
+      ABOX_RETURN_IF_ERROR(db.RetryWhileBusy([&] { return ApplyOne(db, migration, latest); }));
     }
   }
   return absl::OkStatus();

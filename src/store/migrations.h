@@ -35,7 +35,8 @@ struct Migration {
 // IMMEDIATE transaction together with the version bump, so a failing migration leaves the
 // database at the previous version. A database newer than the last migration fails with
 // kFailedPrecondition ("state.db was written by a newer abox (schema N > M)"). Concurrent
-// callers on other connections are safe: each step re-reads the version under the write lock.
+// callers on other connections are safe: each step re-reads the version under the write lock,
+// and is tried again while another connection holds the database (Database::RetryWhileBusy).
 [[nodiscard]] absl::Status ApplyMigrations(Database& db, std::span<const Migration> migrations);
 
 // ApplyMigrations(db, SchemaMigrations()).
