@@ -313,7 +313,9 @@ void AddSecretCommands(CLI::App& app, Action* action) {
                   "The request header that carries it (default "
                   "Authorization)");
   set->add_option("--format", o->format,
-                  "The header's value, {} for the secret (default 'Bearer {}')");
+                  "How that header is written, {} for the secret (default 'Bearer {}'): shown by "
+                  "abox secret ls as what to send; the proxy swaps the placeholder wherever it "
+                  "is in the header");
   set->add_flag("--allow-query", o->allow_query,
                 "Also swap it in URL queries (off: queries "
                 "end up in logs)");
