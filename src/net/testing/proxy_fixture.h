@@ -89,6 +89,7 @@ class EgressProxyTest : public ::testing::Test {
     options.resolver = std::move(*resolver);
     options.sink = sink_;
     options.limits = limits;
+    options.intercept = intercept_;
     absl::StatusOr<std::unique_ptr<EgressProxy>> proxy = EgressProxy::Create(std::move(options));
     EXPECT_TRUE(proxy.ok()) << proxy.status();
     return std::move(*proxy);
@@ -114,6 +115,8 @@ class EgressProxyTest : public ::testing::Test {
   std::vector<IpAddress> interfaces_ = {kLoopback, *IpAddress::Parse("::1")};
   std::function<bool(const std::string&, uint16_t)> take_once_;
   std::shared_ptr<RecordingSink> sink_ = std::make_shared<RecordingSink>();
+  // The sandbox's secrets (set before MakeProxy); null: none.
+  std::shared_ptr<const InterceptSource> intercept_;
 };
 
 }  // namespace abox::net::testing
