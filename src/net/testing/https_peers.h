@@ -4,6 +4,8 @@
 // guest-side TLS client that verifies what it is shown against one CA and reads HTTP replies.
 #pragma once
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -221,6 +223,10 @@ class HttpsUpstream final {
   }
 
   void Serve(int fd) {
+    // As web servers do: a response is not held back waiting for the ACK of the session tickets
+    // sent before it (Nagle against delayed ACK would add ~40 ms to a first response).
+    int one = 1;
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     SslPtr ssl(SSL_new(ctx_.get()));
     SSL_set_fd(ssl.get(), fd);
     if (SSL_accept(ssl.get()) != 1) {
