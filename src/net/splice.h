@@ -20,7 +20,7 @@
 namespace abox::net {
 
 struct UpstreamConnection {
-  base::UniqueFd fd;  // connected, non-blocking, close-on-exec
+  base::UniqueFd fd;  // connected, non-blocking, close-on-exec, TCP_NODELAY
   IpAddress address;
 };
 

@@ -1,5 +1,7 @@
 #include "src/net/splice.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
@@ -39,6 +41,19 @@ TEST(ConnectToAnyTest, AcceptsAnInfiniteDeadline) {
   absl::StatusOr<UpstreamConnection> up =
       ConnectToAny({kLoopback}, server.port(), absl::InfiniteFuture());
   ASSERT_TRUE(up.ok()) << up.status();
+}
+
+// Regression: without TCP_NODELAY, a request the proxy wrote upstream in two writes (head, then
+// body) had its body held until the upstream's delayed ACK, ~40 ms (bench/intercept_bench.cc).
+TEST(ConnectToAnyTest, DisablesNagleOnTheUpstreamSocket) {
+  LoopbackServer server([](base::UniqueFd) {});
+  absl::StatusOr<UpstreamConnection> up =
+      ConnectToAny({kLoopback}, server.port(), absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(up.ok()) << up.status();
+  int nodelay = 0;
+  socklen_t len = sizeof(nodelay);
+  ASSERT_EQ(::getsockopt(up->fd.get(), IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
+  EXPECT_NE(nodelay, 0);
 }
 
 TEST(ConnectToAnyTest, ListsEveryFailedAttempt) {
