@@ -98,6 +98,7 @@ class Daemon final {
   [[nodiscard]] EventBus& events() { return *events_; }
   [[nodiscard]] WorkspaceService& workspaces() { return *workspaces_; }
   [[nodiscard]] EgressService& egress() { return *egress_; }
+  [[nodiscard]] SecretGrants& grants() { return *grants_; }
   [[nodiscard]] store::SandboxRepo& sandbox_repo() { return *sandbox_repo_; }
   [[nodiscard]] store::ExecRepo& exec_repo() { return *exec_repo_; }
   [[nodiscard]] vmm::Vmm& vmm() { return *vmm_; }

@@ -229,5 +229,51 @@ TEST_F(SandboxSecretsTest, ACommandCarryingARealValueIsRefusedBeforeTheVm) {
        R"({"signal": "KILL"})");
 }
 
+// What the sandbox's proxy gets is read per connection: a rotated value reaches the next
+// connection, a removed secret is no longer swapped, and only bound hosts are terminated.
+TEST_F(SandboxSecretsTest, TheProxySeesRotationAndRemovalAtTheNextConnection) {
+  std::string a = CreateSandbox(
+      R"({"secrets": {"GH_TOKEN": ""}, "git_push": ["git.example.com/acme/app:agent/*"]})");
+  absl::StatusOr<std::shared_ptr<const net::InterceptSource>> source =
+      daemon_->daemon().grants().InterceptFor(a);
+  ASSERT_TRUE(source.ok()) << source.status();
+  ASSERT_NE(*source, nullptr);
+  EXPECT_TRUE((*source)->terminates("api.github.com", 443));
+  EXPECT_TRUE((*source)->terminates("git.example.com", 443));
+  EXPECT_FALSE((*source)->terminates("api.github.com", 8443));
+  EXPECT_FALSE((*source)->terminates("example.com", 443));
+
+  auto value_for = [&](const std::string& host) -> std::string {
+    auto rules = (*source)->rules(host, 443);
+    EXPECT_TRUE(rules.ok()) << rules.status();
+    if (!rules.ok() || (*rules)->secrets == nullptr) {
+      return "";
+    }
+    for (const auto& entry : (*rules)->secrets->entries()) {
+      if (entry.binding.name == "GH_TOKEN") {
+        return entry.binding.value;
+      }
+    }
+    return "";
+  };
+  EXPECT_EQ(value_for("api.github.com"), kValue);
+  EXPECT_NE(value_for("example.com"), kValue) << "an unbound host's table must not hold it";
+  auto rules = (*source)->rules("git.example.com", 443);
+  ASSERT_TRUE(rules.ok());
+  ASSERT_EQ((*rules)->git_push.size(), 1u);
+  EXPECT_EQ((*rules)->git_push[0].repo, "acme/app");
+  EXPECT_THAT((*rules)->git_push[0].refs.branch_patterns, ::testing::ElementsAre("agent/*"));
+
+  ASSERT_EQ(Call("POST", "/v1/secrets",
+                 nlohmann::json{{"spec", Spec("GH_TOKEN")}, {"value", "rotated-value-0123456"}}
+                     .dump())
+                .status,
+            201);
+  EXPECT_EQ(value_for("api.github.com"), "rotated-value-0123456");
+  ASSERT_EQ(Call("DELETE", "/v1/secrets/GH_TOKEN").status, 204);
+  EXPECT_EQ(value_for("api.github.com"), "");
+  EXPECT_FALSE((*source)->terminates("api.github.com", 443));
+}
+
 }  // namespace
 }  // namespace abox::daemon
