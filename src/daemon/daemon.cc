@@ -133,6 +133,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   SecretGrants* grants = d->grants_.get();
   d->egress_->set_intercept_provider(
       [grants](const std::string& id) { return grants->InterceptFor(id); });
+  d->workspaces_->set_sync_check([grants](const std::string& id) { return grants->SyncCheck(id); });
   d->gate_ = std::make_unique<GuestToolsGate>(*d->context_);
   d->exec_service_ = std::make_unique<ExecService>(*d->context_, *d->gate_);
   d->exec_service_->set_alive(d->alive_);

@@ -1,11 +1,13 @@
 // The workspace routes end to end in-process, the honest path: create, sync, exec, diff / apply /
-// undo, conflicts, pull, full git history, bad requests. Only the VM is fake, so the guest's
-// /workspace is a directory on this host (guest_path). Hostile guests' tools:
-// workspace_hostile_test.cc; tools that hang: guest_deadline_test.cc. Real VMs:
+// undo, conflicts, pull, full git history, bad requests, files holding a stored secret's value.
+// Only the VM is fake, so the guest's /workspace is a directory on this host (guest_path). Hostile
+// guests' tools: workspace_hostile_test.cc; tools that hang: guest_deadline_test.cc. Real VMs:
 // tests/e2e/workspace_e2e_test.cc.
+#include <cctype>
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -290,6 +292,119 @@ TEST_F(WorkspaceApiTest, ContentNothingRefersToAnyMoreIsCollected) {
   ASSERT_EQ(Post(id, "sync", nlohmann::json::object()).status, 200);
   EXPECT_TRUE(stored("rewritten on the host\n"));
   EXPECT_FALSE(stored(readme));
+}
+
+// With a stored secret (the fixture's daemon keeps values in a file in its home): no file that
+// holds its real value is synced in (issue 15).
+class WorkspaceSecretTest : public WorkspaceApiTest {
+ protected:
+  static constexpr char kValue[] = "ghp_syncvalue0123456789abcdef";
+
+  void StoreSecret() {
+    nlohmann::json spec = {
+        {"name", "GH_TOKEN"}, {"hosts", {"api.github.com"}}, {"source", {{"kind", "stored"}}}};
+    Response set =
+        Call("POST", "/v1/secrets", nlohmann::json{{"spec", spec}, {"value", kValue}}.dump());
+    ASSERT_EQ(set.status, 201) << set.body;
+  }
+};
+
+TEST_F(WorkspaceSecretTest, CreateRefusesAWorkspaceWithAFileHoldingAStoredSecretsValue) {
+  StoreSecret();
+  const std::string config = absl::StrCat("const token = '", kValue, "';\n");
+  WriteAll(host_ / "src/config.js", config);
+  Response refused = Call(
+      "POST", "/v1/sandboxes",
+      nlohmann::json{{"workspace", {{"path", host_.string()}, {"guest_path", guest_.string()}}}}
+          .dump());
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("could not be synced in"));
+  EXPECT_THAT(refused.body,
+              HasSubstr("src/config.js holds the real value of secret GH_TOKEN (raw)"));
+  EXPECT_THAT(refused.body, HasSubstr("--exclude"));
+  EXPECT_THAT(refused.body, Not(HasSubstr(kValue)));
+  EXPECT_TRUE(fs::is_empty(guest_)) << "part of the workspace went in";
+  EXPECT_EQ(ReadAll(host_ / "src/config.js"), config);
+}
+
+TEST_F(WorkspaceSecretTest, SyncAndExecRefuseAFileHoldingAStoredSecretsValueInAnyForm) {
+  std::string id = Create();
+  StoreSecret();
+  const std::string readme = ReadAll(guest_ / "README.md");
+  WriteAll(host_ / "README.md", "changed on the host\n");
+  // HTTP Basic credentials: the value base64-encoded inside a longer text.
+  std::string b64;
+  absl::Base64Escape(absl::StrCat("x-access-token:", kValue), &b64);
+  const std::string auth = absl::StrCat("Authorization: Basic ", b64, "\n");
+  WriteAll(host_ / "deploy/auth.txt", auth);
+
+  Response refused = Post(id, "sync", nlohmann::json::object());
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_THAT(refused.body,
+              HasSubstr("deploy/auth.txt holds the real value of secret GH_TOKEN (base64)"));
+  EXPECT_THAT(refused.body, HasSubstr(absl::StrCat("not synced into sandbox ", id)));
+  EXPECT_THAT(refused.body, Not(HasSubstr(kValue)));
+  EXPECT_THAT(refused.body, Not(HasSubstr(b64)));
+  // Nothing of the sync went in, the other change neither; the host file is as it was.
+  EXPECT_FALSE(fs::exists(guest_ / "deploy"));
+  EXPECT_EQ(ReadAll(guest_ / "README.md"), readme);
+  EXPECT_EQ(ReadAll(host_ / "deploy/auth.txt"), auth);
+
+  // An exec syncs first: refused too, and the command does not run.
+  Response exec = Post(id, "execs", {{"argv", {"sh", "-c", "touch ran"}}, {"user", "root"}});
+  EXPECT_EQ(exec.status, 403) << exec.body;
+  EXPECT_THAT(exec.body, HasSubstr("deploy/auth.txt holds the real value of secret GH_TOKEN"));
+  EXPECT_THAT(exec.body, HasSubstr("the command did not run"));
+  EXPECT_FALSE(fs::exists(guest_ / "ran"));
+
+  // The value taken out of the file: everything goes in.
+  WriteAll(host_ / "deploy/auth.txt", "Authorization: Basic $AUTH\n");
+  Response synced = Post(id, "sync", nlohmann::json::object());
+  ASSERT_EQ(synced.status, 200) << synced.body;
+  EXPECT_EQ(ReadAll(guest_ / "deploy/auth.txt"), "Authorization: Basic $AUTH\n");
+  EXPECT_EQ(ReadAll(guest_ / "README.md"), "changed on the host\n");
+}
+
+TEST_F(WorkspaceSecretTest, ASandboxsPlaceholderInAFileSyncs) {
+  StoreSecret();
+  Response created = Call(
+      "POST", "/v1/sandboxes",
+      nlohmann::json{{"secrets", {{"GH_TOKEN", ""}}},
+                     {"workspace", {{"path", host_.string()}, {"guest_path", guest_.string()}}}}
+          .dump());
+  ASSERT_EQ(created.status, 201) << created.body;
+  std::string id = created.Json().value("id", "");
+  Response r = Post(id, "execs", {{"shell", "printf %s \"$GH_TOKEN\""}, {"user", "root"}});
+  ASSERT_EQ(r.status, 201) << r.body;
+  std::string exec = r.Json().value("id", "");
+  ASSERT_EQ(Call("GET", absl::StrCat("/v1/sandboxes/", id, "/execs/", exec, "/wait")).status, 200);
+  std::string out =
+      Call("GET", absl::StrCat("/v1/sandboxes/", id, "/execs/", exec, "/output")).body;
+  size_t at = out.find("ABOX_SECRET_GH_TOKEN_");
+  ASSERT_NE(at, std::string::npos) << out;
+  size_t end = at;
+  while (end < out.size() &&
+         (std::isalnum(static_cast<unsigned char>(out[end])) != 0 || out[end] == '_')) {
+    ++end;
+  }
+  const std::string config = absl::StrCat("const token = '", out.substr(at, end - at), "';\n");
+
+  WriteAll(host_ / "src/config.js", config);
+  Response synced = Post(id, "sync", nlohmann::json::object());
+  ASSERT_EQ(synced.status, 200) << synced.body;
+  EXPECT_EQ(ReadAll(guest_ / "src/config.js"), config);
+}
+
+TEST_F(WorkspaceSecretTest, WithoutAStoredSecretNothingIsRefused) {
+  WriteAll(host_ / "notes.txt", kValue);
+  std::string id = Create();
+  EXPECT_EQ(ReadAll(guest_ / "notes.txt"), kValue);
+  // Stored since: a sync checks what it sends; the unchanged notes.txt is not sent again.
+  StoreSecret();
+  WriteAll(host_ / "README.md", "changed on the host\n");
+  Response synced = Post(id, "sync", nlohmann::json::object());
+  ASSERT_EQ(synced.status, 200) << synced.body;
+  EXPECT_EQ(synced.Json()["files"], 1) << synced.body;
 }
 
 }  // namespace

@@ -194,6 +194,10 @@ absl::StatusOr<std::string> ObjectStore::PutFd(int fd, uint64_t* size) {
   return Store(FdReader(fd), "", UINT64_MAX, size);
 }
 
+absl::StatusOr<std::string> ObjectStore::PutStream(const Reader& reader, uint64_t* size) {
+  return Store(reader, "", UINT64_MAX, size);
+}
+
 absl::StatusOr<std::string> ObjectStore::PutFile(const std::string& path) {
   base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {

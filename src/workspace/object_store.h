@@ -40,6 +40,10 @@ class ObjectStore final {
   [[nodiscard]] absl::StatusOr<std::string> PutData(absl::string_view data);
   // Stores what `fd` holds from its current offset to EOF; `size` gets the byte count.
   [[nodiscard]] absl::StatusOr<std::string> PutFd(int fd, uint64_t* size = nullptr);
+  // Stores the stream `reader` yields; `size` gets the byte count. An error from `reader` stores
+  // nothing and is returned.
+  [[nodiscard]] absl::StatusOr<std::string> PutStream(const Reader& reader,
+                                                      uint64_t* size = nullptr);
   // Stores the regular file at `path` (symlinks are not followed).
   [[nodiscard]] absl::StatusOr<std::string> PutFile(const std::string& path);
   // Stores the stream `reader` yields only if it hashes to `sha256` and stays within

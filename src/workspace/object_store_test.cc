@@ -84,6 +84,31 @@ TEST(ObjectStoreTest, PutVerifiedRejectsMismatchAndStoresNothing) {
   EXPECT_TRUE(fs::is_empty(dir / "store/tmp"));
 }
 
+TEST(ObjectStoreTest, PutStreamStoresWhatTheReaderYieldsAndNothingWhenItFails) {
+  TempDir dir;
+  ObjectStore store = OpenStore(dir);
+  uint64_t size = 0;
+  auto sha = store.PutStream(StringReader("streamed"), &size);
+  ASSERT_TRUE(sha.ok()) << sha.status();
+  EXPECT_EQ(*sha, Sha256Hex("streamed"));
+  EXPECT_EQ(size, 8u);
+  EXPECT_EQ(*store.Read(*sha, 100), "streamed");
+
+  // A reader that gives up half way (a content check refusing the bytes): nothing stored.
+  bool first = true;
+  auto refused = store.PutStream([&](char* buf, size_t /*len*/) -> absl::StatusOr<size_t> {
+    if (!first) {
+      return absl::PermissionDeniedError("refused");
+    }
+    first = false;
+    buf[0] = 'x';
+    return size_t{1};
+  });
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(store.Has(Sha256Hex("x")));
+  EXPECT_TRUE(fs::is_empty(dir / "store/tmp"));
+}
+
 TEST(ObjectStoreTest, PutVerifiedRejectsBadDigestAndOversize) {
   TempDir dir;
   ObjectStore store = OpenStore(dir);

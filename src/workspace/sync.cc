@@ -7,6 +7,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/workspace/archive.h"
 #include "src/workspace/file_set.h"
@@ -37,6 +38,35 @@ class ArchiveFeeder {
         progress_(progress),
         total_bytes_(total_bytes) {}
 
+  // Before anything is sent: every worktree file of `paths` is stored (Add then sends the
+  // stored bytes) and every entry goes through `check`, the worktree files while they are read
+  // for storing.
+  absl::Status CheckAll(const std::vector<std::string>& paths, const ContentCheckFn& check) {
+    for (const std::string& path : paths) {
+      const Entry& e = manifest_.at(path);
+      if (e.type == EntryType::kDir) {
+        continue;
+      }
+      ContentScanFn scan = check(EscapePath(path));
+      if (e.type == EntryType::kSymlink) {
+        if (scan) {
+          ABOX_RETURN_IF_ERROR(scan(e.link_target));
+        }
+        continue;
+      }
+      if (const std::string* from = GitSource(path)) {
+        if (scan) {
+          ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenBeneath(git_fd_, *from));
+          ABOX_RETURN_IF_ERROR(ScanFd(fd.get(), scan));
+        }
+        continue;
+      }
+      ABOX_RETURN_IF_ERROR(Store(path, scan));
+    }
+    stored_ = true;
+    return absl::OkStatus();
+  }
+
   absl::Status Add(SyncArchiveWriter& writer, const std::string& path) {
     Entry& e = manifest_.at(path);
     switch (e.type) {
@@ -46,25 +76,20 @@ class ArchiveFeeder {
       case EntryType::kFile:
         break;
     }
-    if (fs_.git) {
-      if (auto it = fs_.git->entries.find(path); it != fs_.git->entries.end()) {
-        ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenBeneath(git_fd_, it->second));
-        struct stat st {};
-        if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) != e.size) {
-          return absl::AbortedError(
-              absl::StrCat("'", EscapePath(path), "' changed while it was synced; sync again"));
-        }
-        ABOX_RETURN_IF_ERROR(writer.AddFromFd(path, e, fd.get()));
-        Sent(e);
-        return absl::OkStatus();
+    if (const std::string* from = GitSource(path)) {
+      ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenBeneath(git_fd_, *from));
+      struct stat st {};
+      if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) != e.size) {
+        return absl::AbortedError(
+            absl::StrCat("'", EscapePath(path), "' changed while it was synced; sync again"));
       }
+      ABOX_RETURN_IF_ERROR(writer.AddFromFd(path, e, fd.get()));
+      Sent(e);
+      return absl::OkStatus();
     }
-    ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenBeneath(root_fd_, path));
-    uint64_t size = 0;
-    ABOX_ASSIGN_OR_RETURN(std::string sha, state_.objects().PutFd(fd.get(), &size));
-    // Changed since the scan: send (and record) what was actually read.
-    e.sha256 = sha;
-    e.size = size;
+    if (!stored_) {
+      ABOX_RETURN_IF_ERROR(Store(path, nullptr));
+    }
     ABOX_ASSIGN_OR_RETURN(base::UniqueFd object, state_.objects().OpenObject(e.sha256));
     ABOX_RETURN_IF_ERROR(writer.AddFromFd(path, e, object.get()));
     Sent(e);
@@ -72,6 +97,45 @@ class ArchiveFeeder {
   }
 
  private:
+  // Where a .git entry comes from in the build dir; null for a worktree file.
+  const std::string* GitSource(const std::string& path) const {
+    if (!fs_.git) {
+      return nullptr;
+    }
+    auto it = fs_.git->entries.find(path);
+    return it == fs_.git->entries.end() ? nullptr : &it->second;
+  }
+
+  // Copies the worktree file into the object store, through `scan` when there is one, and
+  // records what was read: a file changed since the scan is sent (and recorded) as it is now.
+  absl::Status Store(const std::string& path, const ContentScanFn& scan) {
+    ABOX_ASSIGN_OR_RETURN(base::UniqueFd fd, OpenBeneath(root_fd_, path));
+    ObjectStore::Reader reader = [&](char* buf, size_t len) -> absl::StatusOr<size_t> {
+      ABOX_ASSIGN_OR_RETURN(size_t n, base::ReadSome(fd.get(), buf, len));
+      if (n > 0 && scan) {
+        ABOX_RETURN_IF_ERROR(scan(absl::string_view(buf, n)));
+      }
+      return n;
+    };
+    uint64_t size = 0;
+    ABOX_ASSIGN_OR_RETURN(std::string sha, state_.objects().PutStream(reader, &size));
+    Entry& e = manifest_.at(path);
+    e.sha256 = std::move(sha);
+    e.size = size;
+    return absl::OkStatus();
+  }
+
+  static absl::Status ScanFd(int fd, const ContentScanFn& scan) {
+    std::vector<char> buf(size_t{1} << 16);
+    for (;;) {
+      ABOX_ASSIGN_OR_RETURN(size_t n, base::ReadSome(fd, buf.data(), buf.size()));
+      if (n == 0) {
+        return absl::OkStatus();
+      }
+      ABOX_RETURN_IF_ERROR(scan(absl::string_view(buf.data(), n)));
+    }
+  }
+
   void Sent(const Entry& e) {
     report_.bytes += e.size;
     if (progress_) {
@@ -104,12 +168,13 @@ class ArchiveFeeder {
   SyncReport& report_;
   const SyncProgressFn& progress_;
   uint64_t total_bytes_;
+  bool stored_ = false;  // CheckAll stored every worktree file already
 };
 
 }  // namespace
 
 absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
-                                  const SyncProgressFn& progress) {
+                                  const SyncProgressFn& progress, const ContentCheckFn& check) {
   absl::Time start = absl::Now();
   SyncReport report;
   const Binding& binding = state.binding();
@@ -195,6 +260,10 @@ absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
   }
   ArchiveFeeder feeder(state, root_fd.get(), git_fd ? git_fd.get() : -1, fs, manifest, report,
                        progress, total_bytes);
+  if (check) {
+    // Before the guest is contacted: a refusal leaves it as it was.
+    ABOX_RETURN_IF_ERROR(feeder.CheckAll(sends, check));
+  }
   std::string summary;
   absl::Status status = tools.Run(
       {"unpack", binding.guest_path, "--owner", kGuestOwner},

@@ -31,8 +31,20 @@ struct SyncReport {
 // (phase, done, total): "scan" counts files, "send" counts bytes.
 using SyncProgressFn = std::function<void(absl::string_view phase, uint64_t done, uint64_t total)>;
 
+// Looks at the bytes of one file a sync is about to send, fed in order in chunks; an error
+// refuses the whole sync with that error.
+using ContentScanFn = std::function<absl::Status(absl::string_view data)>;
+// The scanner for the file at `path` (relative, printable: EscapePath); null: nothing to check.
+// For a symlink it is fed the target.
+using ContentCheckFn = std::function<ContentScanFn(const std::string& path)>;
+
+// With a `check`, every file, symlink and .git file the sync would send (new or changed: the
+// unchanged ones are not read) goes through it before anything reaches the guest, so that a
+// refusal leaves the guest untouched (e.g. a file holding a stored secret's real value, issue
+// 15). Each worktree file is read once: checked while it is stored as the new base's object.
 [[nodiscard]] absl::StatusOr<SyncReport> SyncIn(WorkspaceState& state, GuestTools& tools,
-                                                const SyncProgressFn& progress = nullptr);
+                                                const SyncProgressFn& progress = nullptr,
+                                                const ContentCheckFn& check = nullptr);
 
 // The uid:gid that owns synced files in the guest (the `agent` user of every abox image).
 inline constexpr char kGuestOwner[] = "1000:1000";

@@ -342,6 +342,27 @@ absl::Status SecretGrants::CheckNoValues(absl::string_view what, absl::string_vi
   return absl::OkStatus();
 }
 
+absl::StatusOr<workspace::ContentCheckFn> SecretGrants::SyncCheck(const std::string& sandbox_id) {
+  ABOX_ASSIGN_OR_RETURN(std::shared_ptr<const net::LeakPatterns> patterns, ValuePatterns());
+  if (patterns == nullptr) {
+    return workspace::ContentCheckFn();
+  }
+  return [patterns, sandbox_id](const std::string& path) -> workspace::ContentScanFn {
+    // A detector per file, fed its chunks in order: a value split across two is still found.
+    auto detector = std::make_shared<net::LeakDetector>(patterns);
+    return [detector, path, sandbox_id](absl::string_view data) -> absl::Status {
+      if (std::optional<net::Leak> leak = detector->Feed(data)) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            path, " holds the real value of secret ", leak->name, " (", leak->encoding,
+            "): it was not synced into sandbox ", sandbox_id,
+            ", nor was any other change; remove the value from the file, or keep the file out "
+            "of the sandbox (abox create --exclude PATTERN)"));
+      }
+      return absl::OkStatus();
+    };
+  };
+}
+
 namespace {
 
 // The hosts of a secret as an allowlist, to decide whether host:port is one of them.

@@ -6,7 +6,8 @@
 //    that point TLS clients at the bundle holding abox's interception CA (GrantEnv);
 //  - the guest's trust store gets that CA (a create step, InstallGuestCa);
 //  - commands whose argv, environment or stdin carry a stored secret's real value are refused
-//    before they reach the VM (CheckNoValues).
+//    before they reach the VM (CheckNoValues), and so are workspace syncs that would send a
+//    file holding one (SyncCheck).
 // The proxy side (which connections are terminated, the values swapped in) reads the same
 // grants through InterceptFor.
 //
@@ -32,6 +33,7 @@
 #include "src/net/policy.h"
 #include "src/runtime/agent_client.h"
 #include "src/store/grant_repo.h"
+#include "src/workspace/sync.h"
 
 namespace abox::daemon {
 
@@ -91,6 +93,10 @@ class SecretGrants final {
   // PermissionDenied naming the secret (never the value) when `text` holds a stored secret's
   // real value in any encoding the leak detector knows. `what`: "the command's argv", ...
   [[nodiscard]] absl::Status CheckNoValues(absl::string_view what, absl::string_view text);
+  // The check a workspace sync into `sandbox_id` runs over each file it would send (see
+  // workspace::SyncIn): PermissionDenied naming the file and the secret (never the value) when
+  // the file holds a stored secret's real value. Null when no secret is stored.
+  [[nodiscard]] absl::StatusOr<workspace::ContentCheckFn> SyncCheck(const std::string& sandbox_id);
   // The patterns of every stored secret's value (rebuilt when a secret changes); null when
   // there are none.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const net::LeakPatterns>> ValuePatterns();

@@ -261,8 +261,12 @@ absl::StatusOr<workspace::SyncReport> WorkspaceService::Sync(
     const std::string& sandbox_id, workspace::GuestTools& tools,
     const workspace::SyncProgressFn& progress) {
   ABOX_ASSIGN_OR_RETURN(auto locked, Lock(sandbox_id));
+  workspace::ContentCheckFn check;
+  if (sync_check_) {
+    ABOX_ASSIGN_OR_RETURN(check, sync_check_(sandbox_id));
+  }
   absl::StatusOr<workspace::SyncReport> report =
-      workspace::SyncIn(*locked.first->state, tools, progress);
+      workspace::SyncIn(*locked.first->state, tools, progress, check);
   if (report.ok() && report->changed) {
     // The old base's content nothing refers to any more goes (what was fetched from the guest
     // too: the next diff fetches what it still needs).

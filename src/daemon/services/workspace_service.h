@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,14 @@ class WorkspaceService final {
   // The sandbox is gone: its workspace state goes too (artifacts stay, for undo).
   [[nodiscard]] absl::Status Forget(const std::string& sandbox_id);
 
+  // Makes the check a sync of `sandbox_id` runs over everything it is about to send, before
+  // any of it reaches the guest (a null result: nothing to check).
+  using SyncCheckMaker =
+      std::function<absl::StatusOr<workspace::ContentCheckFn>(const std::string& sandbox_id)>;
+  // Set once by the composition root, before the first sync (issue 15: no stored secret's
+  // value is synced in; see SecretGrants::SyncCheck).
+  void set_sync_check(SyncCheckMaker maker) { sync_check_ = std::move(maker); }
+
   [[nodiscard]] absl::StatusOr<workspace::SyncReport> Sync(
       const std::string& sandbox_id, workspace::GuestTools& tools,
       const workspace::SyncProgressFn& progress = nullptr);
@@ -117,6 +126,7 @@ class WorkspaceService final {
 
   std::string home_;
   workspace::StoreBudget budget_;
+  SyncCheckMaker sync_check_;
   std::mutex mu_;  // guards slots_
   std::map<std::string, std::shared_ptr<Slot>> slots_;
   std::mutex artifacts_mu_;
