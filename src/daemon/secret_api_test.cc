@@ -264,11 +264,11 @@ TEST_F(SandboxSecretsTest, TheProxySeesRotationAndRemovalAtTheNextConnection) {
   EXPECT_EQ((*rules)->git_push[0].repo, "acme/app");
   EXPECT_THAT((*rules)->git_push[0].refs.branch_patterns, ::testing::ElementsAre("agent/*"));
 
-  ASSERT_EQ(Call("POST", "/v1/secrets",
-                 nlohmann::json{{"spec", Spec("GH_TOKEN")}, {"value", "rotated-value-0123456"}}
-                     .dump())
-                .status,
-            201);
+  ASSERT_EQ(
+      Call("POST", "/v1/secrets",
+           nlohmann::json{{"spec", Spec("GH_TOKEN")}, {"value", "rotated-value-0123456"}}.dump())
+          .status,
+      201);
   EXPECT_EQ(value_for("api.github.com"), "rotated-value-0123456");
   ASSERT_EQ(Call("DELETE", "/v1/secrets/GH_TOKEN").status, 204);
   EXPECT_EQ(value_for("api.github.com"), "");

@@ -21,6 +21,7 @@
 #include "src/base/child_process.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
+#include "tests/testing/loopback_ports.h"
 
 namespace abox::testing {
 namespace {
@@ -33,43 +34,14 @@ constexpr char kAllowed[] = "allowed.test";
 constexpr char kDenied[] = "denied.test";
 constexpr char kLater[] = "later.test";
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool WaitForPort(int port) {
-  for (int i = 0; i < 100; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    ::close(fd);
-    if (ok) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
 class EgressE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fs::path dir = fs::path(home_.path()) / "upstream";
     fs::create_directories(dir);
     std::ofstream(dir / "hello.txt") << "hello from upstream\n";
-    tls_port_ = FreePort();
-    http_port_ = FreePort();
+    tls_port_ = FreeLoopbackPort();
+    http_port_ = FreeLoopbackPort();
     ASSERT_EQ(std::system(absl::StrCat(  // NOLINT
                               "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=",
                               kAllowed, " -keyout '", (dir / "key.pem").string(), "' -out '",
@@ -87,8 +59,8 @@ class EgressE2eTest : public ::testing::Test {
                   "--directory", dir.string()}});
     ASSERT_TRUE(http.ok()) << http.status();
     http_ = *std::move(http);
-    ASSERT_TRUE(WaitForPort(tls_port_));
-    ASSERT_TRUE(WaitForPort(http_port_));
+    ASSERT_TRUE(WaitForLoopbackPort(tls_port_));
+    ASSERT_TRUE(WaitForLoopbackPort(http_port_));
     // Every test name resolves to the loopback upstreams, but only through this override.
     fs::path override_file = fs::path(home_.path()) / "resolver-override.json";
     nlohmann::json names = nlohmann::json::object();

@@ -25,6 +25,7 @@
 #include "src/base/child_process.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
+#include "tests/testing/loopback_ports.h"
 
 namespace abox::testing {
 namespace {
@@ -37,35 +38,6 @@ constexpr char kApi[] = "api.secret.test";
 constexpr char kGit[] = "git.secret.test";
 constexpr char kOther[] = "other.secret.test";
 constexpr char kValue[] = "real-value-7f3a9c2e51d84b06";
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool WaitForPort(int port) {
-  for (int i = 0; i < 100; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    ::close(fd);
-    if (ok) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
 
 std::string ReadAll(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -99,8 +71,8 @@ class SecretsE2eTest : public ::testing::Test {
     ASSERT_EQ(Sh(absl::StrCat("git init -q --bare ", d, "/repos/acme/app.git; git -C ", d,
                               "/repos/acme/app.git config http.receivepack true")),
               0);
-    https_port_ = FreePort();
-    http_port_ = FreePort();
+    https_port_ = FreeLoopbackPort();
+    http_port_ = FreeLoopbackPort();
     auto server = base::ChildProcess::Spawn(
         {.argv = {"python3", ABOX_SECRET_UPSTREAM, (dir_ / "requests.jsonl").string(),
                   (dir_ / "repos").string(), std::to_string(https_port_),
@@ -108,8 +80,8 @@ class SecretsE2eTest : public ::testing::Test {
                   (dir_ / "leaf.key").string()}});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    ASSERT_TRUE(WaitForPort(https_port_));
-    ASSERT_TRUE(WaitForPort(http_port_));
+    ASSERT_TRUE(WaitForLoopbackPort(https_port_));
+    ASSERT_TRUE(WaitForLoopbackPort(http_port_));
     fs::path override_file = fs::path(home_.path()) / "resolver-override.json";
     nlohmann::json names = nlohmann::json::object();
     for (const char* name : {kApi, kGit, kOther}) {
@@ -291,6 +263,43 @@ TEST_F(SecretsE2eTest, TheGuestHoldsAPlaceholderAndTheBoundHostGetsTheValue) {
   // After it stopped: nothing of the home holds it (state.db, logs, workspaces) but the 0600
   // value store, which is where it lives.
   no_value_under(home_.path(), {"secrets", "upstream", "images"});
+}
+
+// Node's TLS reads NODE_EXTRA_CA_CERTS (abox's CA), not the system bundle: the same swap works
+// for a Node client. The image with Node is built once into the shared test home (its rootfs
+// from Debian's nodejs package, cached by the image builder like the default one).
+TEST_F(SecretsE2eTest, NodeInTheGuestSendsThePlaceholderAndTheUpstreamGetsTheValue) {
+  AboxResult image = BuildSharedImage({"--name", "node", "--packages", "nodejs"});
+  ASSERT_EQ(image.exit_code, 0) << image.err;
+  ASSERT_EQ(Abox({"secret", "set", "TOK", "--host", HostPort(kApi, https_port_), "--from-env",
+                  "TOK_VALUE"},
+                 {{"TOK_VALUE", kValue}})
+                .exit_code,
+            0);
+  AboxResult created = Abox({"create", "--json", "--image", "node", "--secret", "TOK"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  std::string id = nlohmann::json::parse(created.out)["id"];
+  // Node ignores HTTPS_PROXY, so its connection takes the transparent path (curl above went
+  // through CONNECT). The override's answer, 127.0.0.1, is the guest's own loopback inside the
+  // VM, which the redirect leaves alone; a documentation address (TEST-NET-1) in the guest's
+  // /etc/hosts gets the connection redirected to the proxy, which decides by the SNI and
+  // connects to the override's address. Nothing is ever sent to 192.0.2.10: the VM has no NIC.
+  ASSERT_THAT(Guest(id, absl::StrCat("echo '192.0.2.10 ", kApi, "' >> /etc/hosts"), true),
+              HasSubstr("exit=0"));
+  std::string out = Guest(
+      id, absl::StrCat("node -e \"require('https').get('", Https(kApi),
+                       "/echo', {headers: {Authorization: 'Bearer ' + process.env.TOK}}, r => "
+                       "{let d = ''; r.on('data', c => d += c); r.on('end', () => "
+                       "console.log(r.statusCode, d))}).on('error', e => {console.log('ERR', "
+                       "e.message); process.exit(1)})\""));
+  EXPECT_THAT(out, HasSubstr("200 you sent: Bearer ABOX_SECRET_TOK_")) << out;
+  EXPECT_THAT(out, Not(HasSubstr(kValue)));
+  bool upstream_saw_value = false;
+  for (const nlohmann::json& r : Requests()) {
+    upstream_saw_value |=
+        r["headers"].value("Authorization", "") == absl::StrCat("Bearer ", kValue);
+  }
+  EXPECT_TRUE(upstream_saw_value);
 }
 
 }  // namespace

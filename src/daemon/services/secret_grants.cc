@@ -72,6 +72,7 @@ if [ -f "$ca" ] && cmp -s "$new" "$ca" && [ -f "$bundle" ] && grep -qF "$(sed -n
   rm -f "$new"
   exit 0
 fi
+chmod 644 "$new"
 mv "$new" "$ca"
 cat "$ca" >> "$bundle"
 )sh";
