@@ -125,7 +125,9 @@ absl::Status LiveSandbox::EndVm(const std::string& reason, bool detach) {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
-    execs.swap(execs_);
+    // Copied, not taken: until each is recorded as ended, a /wait or a reader must still find
+    // it live (a lookup that found neither it nor its final record would answer "running").
+    execs = execs_;
     sandbox = sandbox_.get();
   }
   for (auto& [id, exec] : execs) {
@@ -137,6 +139,12 @@ absl::Status LiveSandbox::EndVm(const std::string& reason, bool detach) {
   }
   for (auto& [id, exec] : execs) {
     exec->Join();
+  }
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, exec] : execs) {
+      execs_.erase(id);
+    }
   }
   {
     // Workspace operations using the agent end quickly once it failed; wait for them.

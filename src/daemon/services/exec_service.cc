@@ -176,17 +176,20 @@ absl::StatusOr<std::shared_ptr<LiveExec>> ExecService::Start(absl::string_view r
 
 absl::StatusOr<ExecHandle> ExecService::Find(absl::string_view ref, absl::string_view exec_id) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
+  // The live exec first, then its record: an exec leaves the live set only once its end is
+  // recorded, so a record read after a miss is final (read before, it could say "running" of
+  // an exec that ended in between).
+  std::shared_ptr<LiveExec> live_exec;
+  if (std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(record.id)) {
+    live_exec = live->FindExec(std::string(exec_id));
+  }
   absl::StatusOr<store::ExecRecord> exec = ctx_->execs->Get(exec_id);
   if (!exec.ok() || exec->sandbox_id != record.id) {
     return absl::NotFoundError(absl::StrCat("no exec \"", exec_id, "\" in sandbox ", record.id,
                                             ": list them with GET /v1/sandboxes/", record.id,
                                             "/execs (abox logs ", record.id, ")"));
   }
-  ExecHandle handle{*std::move(exec), nullptr};
-  if (std::shared_ptr<LiveSandbox> live = ctx_->registry->Find(record.id)) {
-    handle.live = live->FindExec(std::string(exec_id));
-  }
-  return handle;
+  return ExecHandle{*std::move(exec), std::move(live_exec)};
 }
 
 absl::StatusOr<store::ExecWithOutput> ExecService::Output(absl::string_view exec_id) {
