@@ -72,6 +72,14 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
     }
     create.secrets[name] = "";
   }
+  for (const std::string& rule : StringListArg(args, "git_push")) {
+    if (!env.options().allow_egress_changes) {
+      return absl::PermissionDeniedError(
+          "git_push lets the sandbox push to a forge: the person's decision, and abox-mcp was "
+          "started without --allow-egress-changes; create the sandbox without it");
+    }
+    create.git_push.push_back(rule);
+  }
   // wait=false, then poll: the sandbox's id is known at once, so a cancelled create removes
   // what it started instead of leaving it booting.
   absl::StatusOr<client::ApiResponse> r = ApiPost(
@@ -209,6 +217,11 @@ std::vector<Tool> SandboxTools(ToolEnv& env) {
                           "the environment variable of its name as a placeholder, which the "
                           "host swaps for the real value only in requests to the secret's "
                           "hosts. Only names the person allowed (--allow-secret).")},
+          {"git_push",
+           StringListProp("\"HOST/OWNER/REPO:BRANCH-PATTERN\" (e.g. github.com/acme/app:agent/*): "
+                          "git may push branches matching the pattern to that repository, with "
+                          "the token of the given secret bound to HOST added on the host; other "
+                          "pushes are refused. Needs the person's --allow-egress-changes.")},
       }),
       SandboxSchema(), Annotations(false, false, false, false),
       [&env](const nlohmann::json& a, CallContext& c) { return Create(env, a, c); }});

@@ -109,6 +109,9 @@ TEST_F(ToolsTest, GivingASecretAtCreateNeedsThePersonsFlagForThatName) {
   EXPECT_EQ(r["isError"], true);
   EXPECT_THAT(Text(r), HasSubstr("not_allowed"));
   EXPECT_THAT(Text(r), HasSubstr("--allow-secret GITHUB_TOKEN"));
+  r = Call("sandbox_create", {{"git_push", {"github.com/acme/app:agent/*"}}});
+  EXPECT_EQ(r["isError"], true);
+  EXPECT_THAT(Text(r), HasSubstr("--allow-egress-changes"));
 }
 
 TEST_F(ToolsTest, SnapshotToolsCheckTheirArguments) {

@@ -271,8 +271,11 @@ class Connection {
     NoteReport(out.report);
     if (!out.failed.ok()) {
       record_.verdict = Verdict::kError;
-    } else if (out.report.leak || out.report.git_refusal || !out.splice.refused.ok()) {
+    } else if (out.report.leak || out.report.git_refusal ||
+               absl::IsPermissionDenied(out.splice.refused)) {
       record_.verdict = Verdict::kDenied;
+    } else if (!out.splice.refused.ok()) {
+      record_.verdict = Verdict::kError;  // framing the proxy cannot follow
     } else {
       record_.verdict = Verdict::kAllowed;
     }
