@@ -214,6 +214,7 @@ TEST_F(DaemonApiTest, RestartReattachesAndReportsTheInterruptedExec) {
   std::string exec = StartExec(sb, {{"argv", {"sleep", "100"}}});
   client_.reset();
   daemon_->Shutdown();
+  daemon_.reset();  // the old one lets go of the socket lock before the new one takes it
   daemon_ = std::make_unique<testing::TestDaemon>(dir_.path(), budget_);
   daemon_->Start();
   client_ = daemon_->Connect();
@@ -232,6 +233,7 @@ TEST_F(DaemonApiTest, RestartMarksASandboxWhoseVmDiedAsFailed) {
   client_.reset();
   daemon_->Shutdown();
   ASSERT_TRUE(abox::testing::FakeVmm::Crash(sb).ok());
+  daemon_.reset();  // the old one lets go of the socket lock before the new one takes it
   daemon_ = std::make_unique<testing::TestDaemon>(dir_.path(), budget_);
   daemon_->Start();
   client_ = daemon_->Connect();
@@ -263,6 +265,7 @@ TEST_F(DaemonApiTest, RestartKillsAVmOfAKnownSandboxThatNoRecordNames) {
   };
   std::string orphan = start(sb + ".1");
   std::string direct = start("0123456789ab");
+  daemon_.reset();  // the old one lets go of the socket lock before the new one takes it
   daemon_ = std::make_unique<testing::TestDaemon>(dir_.path(), budget_);
   daemon_->Start();
   client_ = daemon_->Connect();
