@@ -198,6 +198,7 @@ absl::Status HttpResponseStream::Finish(std::string* down) {
       if (scrubber_) {
         scrubber_->Finish(down);
       }
+      EndObserved();
       break;
     case State::kLength:
     case State::kChunked:
@@ -231,6 +232,7 @@ absl::Status HttpResponseStream::Step(absl::string_view& data, std::string* down
       }
       data.remove_prefix(*used);
       if (chunked_->done()) {
+        EndObserved();
         CountBody();
         state_ = State::kHead;
       }
@@ -250,6 +252,9 @@ absl::Status HttpResponseStream::Step(absl::string_view& data, std::string* down
 
 // Body bytes of a Content-Length or close-delimited body.
 void HttpResponseStream::Body(absl::string_view data, std::string* down) {
+  if (observer_ != nullptr && !data.empty()) {
+    observer_->OnResponseBody(data);
+  }
   if (!scrubber_) {
     down->append(data.data(), data.size());
     return;
@@ -263,6 +268,12 @@ void HttpResponseStream::Body(absl::string_view data, std::string* down) {
   AppendChunk(scratch_, down);
 }
 
+void HttpResponseStream::EndObserved() {
+  if (observer_ != nullptr) {
+    observer_->OnResponseEnd();
+  }
+}
+
 void HttpResponseStream::EndLengthBody(std::string* down) {
   if (scrubber_) {
     scratch_.clear();
@@ -274,6 +285,7 @@ void HttpResponseStream::EndLengthBody(std::string* down) {
       down->append(scratch_);
     }
   }
+  EndObserved();
   CountBody();
   state_ = reframe_ == Reframe::kToClose ? State::kEnded : State::kHead;
 }
@@ -351,9 +363,15 @@ absl::Status HttpResponseStream::StartResponse(const HttpResponseHead& head, std
   }
   if (!interim) {
     ++responses_;
+    if (observer_ != nullptr) {
+      observer_->OnResponseHead(head, request);
+    }
   }
   switch (framing->kind) {
     case ResponseFraming::Kind::kNone:
+      if (!interim) {
+        EndObserved();
+      }
       state_ = State::kHead;
       break;
     case ResponseFraming::Kind::kLength:
@@ -373,6 +391,9 @@ absl::Status HttpResponseStream::StartResponse(const HttpResponseHead& head, std
         scrubber = *std::move(none);
       }
       chunked_.emplace(*std::move(scrubber));
+      if (observer_ != nullptr) {
+        chunked_->ObserveData([this](absl::string_view data) { observer_->OnResponseBody(data); });
+      }
       state_ = State::kChunked;
       break;
     }

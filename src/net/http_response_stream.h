@@ -75,6 +75,20 @@ struct ResponseFraming {
 [[nodiscard]] absl::StatusOr<ResponseFraming> CheckResponseFraming(const HttpResponseHead& head,
                                                                    const PendingRequest& request);
 
+// Sees each final response as the upstream sent it, for accounting (the model broker reads
+// token usage from bodies): heads, body bytes de-framed (chunk data only, before scrubbing),
+// and ends. Interim 1xx heads are not shown. Called from inside Feed / Finish.
+class ResponseObserver {
+ public:
+  virtual ~ResponseObserver() = default;
+
+  virtual void OnResponseHead(const HttpResponseHead& head, const PendingRequest& request) = 0;
+  virtual void OnResponseBody(absl::string_view data) = 0;
+  // The body ended (at once for a response without one; at Finish for one ending at close).
+  // Not called for a response cut short by an error.
+  virtual void OnResponseEnd() = 0;
+};
+
 // Not thread-safe: the caller serialises ExpectResponse (request side) and Feed.
 class HttpResponseStream final {
  public:
@@ -88,6 +102,9 @@ class HttpResponseStream final {
   HttpResponseStream(const HttpResponseStream&) = delete;
   HttpResponseStream& operator=(const HttpResponseStream&) = delete;
   ~HttpResponseStream();
+
+  // Optional (null: none); not owned, must outlive the stream. Set before the first Feed.
+  void set_observer(ResponseObserver* observer) { observer_ = observer; }
 
   // A request went upstream: its response comes after those of the requests before it. False
   // (nothing recorded) when kMaxPendingResponses are already waiting.
@@ -121,7 +138,11 @@ class HttpResponseStream final {
   void CountBody();
   absl::Status Stop(absl::Status status);
 
+  // Tells the observer (if any) that the current response ended.
+  void EndObserved();
+
   ChooseScrubber choose_;
+  ResponseObserver* observer_ = nullptr;
   std::deque<PendingRequest> pending_;
   State state_ = State::kHead;
   std::string head_;  // kHead: the bytes of the head so far

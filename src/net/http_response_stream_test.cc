@@ -260,5 +260,53 @@ TEST(HttpResponseStreamTest, BoundsTheRequestsAwaitingResponses) {
   EXPECT_FALSE(stream.ExpectResponse({}));
 }
 
+// What the model broker reads usage from: each final response's head, its body de-framed (chunk
+// data only, whatever the reads), and its end; interim 1xx are not shown.
+class RecordingObserver final : public ResponseObserver {
+ public:
+  void OnResponseHead(const HttpResponseHead& head, const PendingRequest&) override {
+    events.push_back(absl::StrCat("head ", head.status));
+  }
+  void OnResponseBody(absl::string_view data) override { body += data; }
+  void OnResponseEnd() override { events.push_back(absl::StrCat("end ", body)); }
+
+  std::vector<std::string> events;
+  std::string body;
+};
+
+TEST(HttpResponseStreamTest, ObserverSeesDeframedBodiesAndEnds) {
+  RecordingObserver observer;
+  HttpResponseStream stream(nullptr);
+  stream.set_observer(&observer);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(stream.ExpectResponse({}));
+  }
+  std::string wire = absl::StrCat(
+      "HTTP/1.1 100 Continue\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+      "HTTP/1.1 204 No Content\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc");
+  std::string down;
+  for (char c : wire) {  // one byte per Feed: splits everything
+    ASSERT_TRUE(stream.Feed(absl::string_view(&c, 1), &down).ok());
+  }
+  EXPECT_TRUE(absl::EndsWith(down, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"));
+  EXPECT_THAT(observer.events, ::testing::ElementsAre("head 200", "end hello world", "head 204",
+                                                      "end hello world", "head 200",
+                                                      "end hello worldabc"));
+}
+
+TEST(HttpResponseStreamTest, ObserverSeesABodyEndingAtCloseEndAtFinish) {
+  RecordingObserver observer;
+  HttpResponseStream stream(nullptr);
+  stream.set_observer(&observer);
+  std::string down;
+  ASSERT_TRUE(stream.Feed("HTTP/1.1 200 OK\r\n\r\ndata: 1\n\n", &down).ok());
+  EXPECT_EQ(observer.body, "data: 1\n\n");
+  EXPECT_EQ(observer.events.size(), 1u);
+  ASSERT_TRUE(stream.Finish(&down).ok());
+  EXPECT_THAT(observer.events, ::testing::ElementsAre("head 200", "end data: 1\n\n"));
+}
+
 }  // namespace
 }  // namespace abox::net

@@ -121,6 +121,9 @@ absl::StatusOr<size_t> ChunkedScrubber::Feed(absl::string_view data, std::string
       case ChunkedBodyReader::Part::kDataEnd:
         break;  // new chunks are written around the scrubbed data
       case ChunkedBodyReader::Part::kData:
+        if (on_data_) {
+          on_data_(piece.bytes);
+        }
         scrubber_.Feed(piece.bytes, &scratch_);
         AppendChunk(scratch_, out);
         break;

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,9 +86,14 @@ class ChunkedScrubber final {
   // The last chunk and the trailer section have been read and written.
   bool done() const { return reader_.done(); }
   const ValueScrubber& scrubber() const { return scrubber_; }
+  // Optional: called with each piece of chunk data as the upstream sent it (before scrubbing).
+  void ObserveData(std::function<void(absl::string_view)> on_data) {
+    on_data_ = std::move(on_data);
+  }
 
  private:
   ValueScrubber scrubber_;
+  std::function<void(absl::string_view)> on_data_;
   ChunkedBodyReader reader_;
   std::string scratch_;
 };
