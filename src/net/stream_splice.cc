@@ -225,6 +225,10 @@ bool CopyUp(SpliceState& s, const StreamSpliceOptions& options) {
       return false;
     }
     if (*n == 0) {
+      if (options.guest_eof_aborts) {
+        s.Abort("guest closed the connection");
+        return false;
+      }
       s.upstream().CloseWrite();
       return true;
     }

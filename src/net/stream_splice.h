@@ -41,6 +41,10 @@ struct StreamSpliceOptions {
   // Optional, with filter_down: called once at the upstream's EOF to append the bytes it held
   // back to `*out`. An error aborts both sides.
   std::function<absl::Status(std::string* out)> finish_down;
+  // The guest's EOF aborts both sides instead of being passed on: for an HTTP client (the
+  // model broker's), closing means it gave up, and the upstream should stop at once rather
+  // than keep streaming (and billing) an answer nobody reads.
+  bool guest_eof_aborts = false;
 };
 
 // How long an upstream may stay quiet after a refused request before the splice is aborted.
