@@ -267,7 +267,7 @@ class RecordingObserver final : public ResponseObserver {
   void OnResponseHead(const HttpResponseHead& head, const PendingRequest&) override {
     events.push_back(absl::StrCat("head ", head.status));
   }
-  void OnResponseBody(absl::string_view data) override { body += data; }
+  void OnResponseBody(absl::string_view data) override { body.append(data.data(), data.size()); }
   void OnResponseEnd() override { events.push_back(absl::StrCat("end ", body)); }
 
   std::vector<std::string> events;
