@@ -409,6 +409,11 @@ std::string BuildModelErrorReply(std::optional<ModelApi> api, const ModelReply& 
   std::string out = absl::StrCat("HTTP/1.1 ", reply.status, " ", ReasonPhrase(reply.status),
                                  "\r\ncontent-type: application/json\r\ncontent-length: ",
                                  head_request ? 0 : text.size(), "\r\nconnection: close\r\n");
+  // Claude Code retries most failures for minutes unless told not to: only a rate limit and an
+  // unreachable provider are worth another try.
+  if (reply.status != 429 && reply.status != 502) {
+    out.append("x-should-retry: false\r\n");
+  }
   for (const HttpHeader& h : reply.headers) {
     absl::StrAppend(&out, h.name, ": ", h.value, "\r\n");
   }

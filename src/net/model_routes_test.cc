@@ -195,11 +195,14 @@ TEST(BuildModelErrorReplyTest, ShapesBodiesLikeEachProvider) {
   EXPECT_EQ(ja["type"], "error");
   EXPECT_EQ(ja["error"]["type"], "authentication_error");
   EXPECT_EQ(ja["error"]["message"], "abox model broker: bad \"token\"");
+  // Claude Code gives up at once instead of retrying a refusal for minutes.
+  EXPECT_THAT(a, HasSubstr("\r\nx-should-retry: false\r\n"));
 
   reply.status = 429;
   reply.headers.push_back({"retry-after", "3"});
   std::string o = BuildModelErrorReply(ModelApi::kOpenAi, reply, false);
   EXPECT_THAT(o, HasSubstr("\r\nretry-after: 3\r\n"));
+  EXPECT_THAT(o, Not(HasSubstr("x-should-retry")));  // a rate limit is worth waiting out
   nlohmann::json jo = nlohmann::json::parse(o.substr(o.find("\r\n\r\n") + 4));
   EXPECT_EQ(jo["error"]["code"], "rate_limit_exceeded");
   EXPECT_EQ(jo["error"]["message"], "abox model broker: bad \"token\"");
