@@ -45,6 +45,7 @@ absl::StatusOr<EgressSockets> OpenEgressSockets(const EgressPorts& ports) {
   ABOX_ASSIGN_OR_RETURN(s.http_proxy, Bind(SOCK_STREAM, ports.http_proxy, "http proxy"));
   ABOX_ASSIGN_OR_RETURN(s.dns_udp, Bind(SOCK_DGRAM, ports.dns, "dns/udp"));
   ABOX_ASSIGN_OR_RETURN(s.dns_tcp, Bind(SOCK_STREAM, ports.dns, "dns/tcp"));
+  ABOX_ASSIGN_OR_RETURN(s.model_broker, Bind(SOCK_STREAM, ports.model_broker, "model broker"));
   return s;
 }
 

@@ -15,6 +15,8 @@ struct EgressPorts {
   uint16_t transparent = 15001;  // target of the nftables redirect of outgoing TCP
   uint16_t http_proxy = 3128;    // HTTP_PROXY / HTTPS_PROXY
   uint16_t dns = 53;             // resolv.conf's nameserver, UDP and TCP
+  // aboxd's model broker (agents inside the VM: ANTHROPIC_BASE_URL / OPENAI_BASE_URL point here).
+  uint16_t model_broker = proto::kModelBrokerPort;
 };
 
 // Non-blocking, close-on-exec sockets bound to 127.0.0.1.
@@ -23,6 +25,7 @@ struct EgressSockets {
   base::UniqueFd http_proxy;   // TCP listener
   base::UniqueFd dns_tcp;      // TCP listener
   base::UniqueFd dns_udp;      // UDP socket
+  base::UniqueFd model_broker; // TCP listener
 };
 
 // Binds and listens. Port 0 (tests) picks an ephemeral port per socket.

@@ -66,6 +66,7 @@ void TunnelHub::AppendPollFds(bool may_send, std::vector<pollfd>* fds) {
       {&s.transparent, proto::TunnelKind::kTcp},
       {&s.http_proxy, proto::TunnelKind::kProxy},
       {&s.dns_tcp, proto::TunnelKind::kDns},
+      {&s.model_broker, proto::TunnelKind::kModel},
   };
   for (const auto& [fd, kind] : listeners) {
     if (*fd && accept) {

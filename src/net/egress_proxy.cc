@@ -77,6 +77,12 @@ void EgressProxy::Handle(std::unique_ptr<TunnelStream> stream) {
 void EgressProxy::Serve(uint64_t id, std::unique_ptr<TunnelStream> stream) {
   if (stream->info().kind == TunnelInfo::Kind::kDns) {
     dns_->Serve(*stream);
+  } else if (stream->info().kind == TunnelInfo::Kind::kModelBroker) {
+    if (options_.model_broker) {
+      options_.model_broker(*stream, shutdown_event_.get());
+    } else {
+      Refuse(*stream, "no model broker for this sandbox (start the agent with `abox agent`)");
+    }
   } else {
     RunConnection(context_, *stream);
   }

@@ -13,6 +13,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,6 +42,10 @@ class EgressProxy final {
     EgressLimits limits;
     // The sandbox's secrets and pushes (egress_intercept.h); null: none.
     std::shared_ptr<const InterceptSource> intercept;
+    // Serves a connection to the guest's model broker port (kModelBroker tunnels) to its end;
+    // `cancel_fd` becomes readable at Shutdown. Null: such tunnels are reset and logged. Counted
+    // in limits.max_connections like every tunnel.
+    std::function<void(TunnelStream& stream, int cancel_fd)> model_broker;
   };
 
   static absl::StatusOr<std::unique_ptr<EgressProxy>> Create(Options options);

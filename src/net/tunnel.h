@@ -19,6 +19,7 @@ struct TunnelInfo {
     kTransparent,  // a TCP connection the guest's redirect caught; original_* say where to
     kHttpProxy,    // a connection to the guest's HTTP proxy port (HTTP_PROXY / HTTPS_PROXY)
     kDns,          // DNS queries, each framed with a 2-byte length (RFC 1035 TCP framing)
+    kModelBroker,  // a connection to the guest's model broker port: plain HTTP for aboxd's broker
   };
   Kind kind = Kind::kTransparent;
   // kTransparent: the address and port the guest program connected to (as the guest reports

@@ -344,6 +344,8 @@ const char* TunnelKindName(TunnelKind kind) {
       return "proxy";
     case TunnelKind::kDns:
       return "dns";
+    case TunnelKind::kModel:
+      return "model";
   }
   return "unknown";
 }
@@ -371,8 +373,10 @@ absl::StatusOr<TunnelRequest> DecodeTunnelRequest(absl::string_view payload) {
     r.kind = TunnelKind::kProxy;
   } else if (kind == "dns") {
     r.kind = TunnelKind::kDns;
+  } else if (kind == "model") {
+    r.kind = TunnelKind::kModel;
   } else {
-    return FieldError(kWhat, "kind", "\"tcp\", \"proxy\" or \"dns\"");
+    return FieldError(kWhat, "kind", "\"tcp\", \"proxy\", \"dns\" or \"model\"");
   }
   bool has_dst = j.contains("dst");
   bool has_port = j.contains("port");

@@ -76,13 +76,18 @@ enum class TunnelKind : uint8_t {
   kTcp,    // a TCP connection caught by the transparent redirect, to `dst`:`port`
   kProxy,  // a connection to the guest's HTTP proxy port (the host parses CONNECT / absolute-form)
   kDns,    // DNS messages, each with a 2-byte big-endian length prefix (RFC 1035 TCP framing)
+  kModel,  // a connection to the guest's model broker port (plain HTTP to aboxd's model broker)
 };
+// Where agents inside the VM reach the model broker: connections to 127.0.0.1 on this port
+// become kModel tunnels (http://127.0.0.1:15080/anthropic, http://127.0.0.1:15080/openai/v1).
+inline constexpr uint16_t kModelBrokerPort = 15080;
+
 struct TunnelRequest {
   TunnelKind kind = TunnelKind::kTcp;
   std::string dst;    // kTcp only: an IPv4 or IPv6 literal (inet_pton form)
   uint16_t port = 0;  // kTcp only: 1..65535
 };
-// "tcp", "proxy", "dns".
+// "tcp", "proxy", "dns", "model".
 const char* TunnelKindName(TunnelKind kind);
 std::string EncodeTunnelRequest(const TunnelRequest& r);
 // Rejects unknown fields and kinds, dst/port on kinds other than kTcp, a kTcp without both, a dst

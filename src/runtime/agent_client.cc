@@ -142,6 +142,9 @@ absl::StatusOr<proto::TunnelSink*> AgentClient::OnTunnelOpen(uint32_t stream,
     case proto::TunnelKind::kDns:
       info.kind = net::TunnelInfo::Kind::kDns;
       break;
+    case proto::TunnelKind::kModel:
+      info.kind = net::TunnelInfo::Kind::kModelBroker;
+      break;
   }
   auto tunnel = std::make_unique<AgentTunnel>(core_, stream, info);
   proto::TunnelSink* sink = tunnel->sink();
