@@ -27,6 +27,15 @@ absl::Status GrantRepo::Put(absl::string_view sandbox_id, const SandboxGrants& g
     ABOX_RETURN_IF_ERROR(stmt.BindText(2, rule));
     ABOX_RETURN_IF_ERROR(stmt.Run());
   }
+  for (const std::string& api : grants.models) {
+    ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                          connection.Prepare("INSERT INTO sandbox_models (sandbox_id, api, token) "
+                                             "VALUES (?1, ?2, ?3)"));
+    ABOX_RETURN_IF_ERROR(stmt.BindText(1, sandbox_id));
+    ABOX_RETURN_IF_ERROR(stmt.BindText(2, api));
+    ABOX_RETURN_IF_ERROR(stmt.BindText(3, grants.model_token));
+    ABOX_RETURN_IF_ERROR(stmt.Run());
+  }
   return tx.Commit();
 }
 
@@ -59,6 +68,18 @@ absl::StatusOr<SandboxGrants> GrantRepo::Get(absl::string_view sandbox_id) {
       break;
     }
     grants.git_push.push_back(stmt.ColumnText(0));
+  }
+  ABOX_ASSIGN_OR_RETURN(
+      Statement models,
+      connection.Prepare("SELECT api, token FROM sandbox_models WHERE sandbox_id = ? ORDER BY api"));
+  ABOX_RETURN_IF_ERROR(models.BindText(1, sandbox_id));
+  while (true) {
+    ABOX_ASSIGN_OR_RETURN(bool row, models.Step());
+    if (!row) {
+      break;
+    }
+    grants.models.push_back(models.ColumnText(0));
+    grants.model_token = models.ColumnText(1);
   }
   return grants;
 }

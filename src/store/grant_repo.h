@@ -1,5 +1,6 @@
 // What each sandbox was given (issue 15): its secrets (the variable and the per-sandbox
-// placeholder the guest holds for each) and the git pushes it may make. Never a value.
+// placeholder the guest holds for each) and the git pushes it may make; and (issue 16) the model
+// APIs its agents may reach through the broker, with their token. Never a value.
 #pragma once
 
 #include <string>
@@ -24,8 +25,14 @@ struct SandboxSecretRow {
 struct SandboxGrants {
   std::vector<SandboxSecretRow> secrets;  // by name
   std::vector<std::string> git_push;      // "HOST/OWNER/REPO:BRANCH-PATTERN", as given
+  // The model APIs its agents may reach through the broker ("anthropic", "openai"; issue 16),
+  // and the token they hold for it (empty when none).
+  std::vector<std::string> models;
+  std::string model_token;
 
-  [[nodiscard]] bool empty() const { return secrets.empty() && git_push.empty(); }
+  [[nodiscard]] bool empty() const { return !intercepts() && models.empty(); }
+  // What makes the proxy terminate TLS (and the guest trust abox's CA): secrets or pushes.
+  [[nodiscard]] bool intercepts() const { return !secrets.empty() || !git_push.empty(); }
   friend bool operator==(const SandboxGrants&, const SandboxGrants&) = default;
 };
 

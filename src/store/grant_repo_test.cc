@@ -35,6 +35,8 @@ class GrantRepoTest : public ::testing::Test {
     g.secrets.push_back(
         {.name = "NPM", .env = "NPM", .placeholder = "p-npm-" + placeholder_suffix});
     g.git_push = {"github.com/o/r:agent/*"};
+    g.models = {"anthropic", "openai"};
+    g.model_token = "abox-broker-" + placeholder_suffix + std::string(40, 'x');
     return g;
   }
 

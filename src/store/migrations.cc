@@ -249,6 +249,36 @@ CREATE TABLE sandbox_git_push (
 ) STRICT;
 )sql";
 
+// The model broker (issue 16): which APIs each sandbox's agents may reach through it and the
+// token they hold for it (the same for each API of a sandbox); where each API is sent and which
+// secret holds its key (never the key); and what each sandbox used. Usage rows stay with a
+// removed sandbox's record and go with it.
+constexpr char kSchemaV7[] = R"sql(
+CREATE TABLE sandbox_models (
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  api TEXT NOT NULL CHECK (api IN ('anthropic', 'openai')),
+  token TEXT NOT NULL CHECK (length(token) BETWEEN 32 AND 128),
+  PRIMARY KEY (sandbox_id, api)
+) STRICT;
+CREATE TABLE model_providers (
+  api TEXT PRIMARY KEY NOT NULL CHECK (api IN ('anthropic', 'openai')),
+  secret TEXT NOT NULL CHECK (length(secret) BETWEEN 1 AND 64),
+  base_url TEXT NOT NULL CHECK (length(base_url) BETWEEN 1 AND 2048),
+  updated_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE model_usage (
+  sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
+  api TEXT NOT NULL,
+  requests INTEGER NOT NULL DEFAULT 0,
+  errors INTEGER NOT NULL DEFAULT 0,
+  refused INTEGER NOT NULL DEFAULT 0,
+  input_tokens INTEGER NOT NULL DEFAULT 0,
+  output_tokens INTEGER NOT NULL DEFAULT 0,
+  last_at INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (sandbox_id, api)
+) STRICT;
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "sandboxes, execs with bounded output, events", kSchemaV1},
     {2, "egress policies, connection and DNS logs, ask-to-allow requests", kSchemaV2},
@@ -256,6 +286,7 @@ constexpr Migration kMigrations[] = {
     {4, "sandboxes may be paused", kSchemaV4, /*rebuilds_tables=*/true},
     {5, "secrets' specs", kSchemaV5},
     {6, "the secrets and git pushes each sandbox was given", kSchemaV6},
+    {7, "the model broker: sandboxes' model APIs and tokens, providers, usage", kSchemaV7},
 };
 
 absl::StatusOr<int> ReadVersion(Connection& connection) {
