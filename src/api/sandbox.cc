@@ -107,6 +107,9 @@ nlohmann::json ToJson(const SandboxCreate& c) {
   if (!c.git_push.empty()) {
     j["git_push"] = c.git_push;
   }
+  if (!c.models.empty()) {
+    j["models"] = c.models;
+  }
   return j;
 }
 
@@ -148,6 +151,7 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
   });
   r.OptionalStringMap("secrets", &c.secrets, 64);
   r.OptionalStringArray("git_push", &c.git_push, 16);
+  r.OptionalStringArray("models", &c.models, 4);
   ABOX_RETURN_IF_ERROR(r.Finish());
   if (c.egress && c.egress->mode && *c.egress->mode != "none" && *c.egress->mode != "allowlist" &&
       *c.egress->mode != "open") {
@@ -223,6 +227,9 @@ nlohmann::json ToJson(const Sandbox& s) {
   if (!s.git_push.empty()) {
     j["git_push"] = s.git_push;
   }
+  if (!s.models.empty()) {
+    j["models"] = s.models;
+  }
   return j;
 }
 
@@ -253,6 +260,9 @@ void ReadSandbox(AnswerReader& r, Sandbox& s) {
   }
   if (r.Has("git_push")) {
     r.StringArray("git_push", &s.git_push);
+  }
+  if (r.Has("models")) {
+    r.StringArray("models", &s.models);
   }
   r.Object("dropped", [&](AnswerReader& d) {
     SandboxDropped dropped;

@@ -67,6 +67,9 @@ struct SandboxCreate {
   // Git pushes it may make through the proxy: "HOST/OWNER/REPO:BRANCH-PATTERN" (the token is the
   // one secret in `secrets` bound to HOST, if any).
   std::vector<std::string> git_push;
+  // Model APIs its agents may reach through aboxd's model broker ("anthropic", "openai"):
+  // every command gets the broker's guest URL and a token of the sandbox's own (issue 16).
+  std::vector<std::string> models;
 
   friend bool operator==(const SandboxCreate&, const SandboxCreate&) = default;
 };
@@ -102,6 +105,7 @@ struct SandboxLive {
   std::optional<SandboxDropped> dropped;
   std::map<std::string, std::string> secrets;  // secret name -> variable (never a value)
   std::vector<std::string> git_push;
+  std::vector<std::string> models;
 };
 
 // A sandbox as the API shows it. Absent optional facts are empty / zero / nullopt.
@@ -131,6 +135,7 @@ struct Sandbox {
   // What it was given (abox create --secret / --git-push): names and variables only.
   std::map<std::string, std::string> secrets;
   std::vector<std::string> git_push;
+  std::vector<std::string> models;  // the model APIs its agents may reach through the broker
 
   friend bool operator==(const Sandbox&, const Sandbox&) = default;
 };

@@ -116,6 +116,11 @@ void AddAboxdFlags(CLI::App& app, AboxdFlags& flags) {
                "after a host reboot too");
   app.add_flag("--pause-when-idle", flags.pause_when_idle,
                "A sandbox's idle timeout pauses it (saved to disk) instead of stopping it");
+  app.add_option("--model-requests-per-minute", flags.model_requests_per_minute,
+                 "Requests per minute each sandbox's agents may send through the model broker "
+                 "(bursts of a tenth of it; at most 16 at once); more get 429 and are logged")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   app.add_option("--test-resolver-override", flags.resolver_override_file,
@@ -194,6 +199,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
   config.sandbox.guest_identity = true;
   config.sandbox.pause_on_stop = flags.pause_on_stop;
   config.sandbox.pause_when_idle = flags.pause_when_idle;
+  config.model_requests_per_minute = flags.model_requests_per_minute;
   if (flags.workspace_quota_mib > 0) {
     config.workspace_budget.guest_bytes = static_cast<uint64_t>(flags.workspace_quota_mib) << 20;
   }

@@ -32,7 +32,8 @@ struct AboxdFlags {
   bool no_golden_snapshots = false;
   int pool = -1;
   bool pause_on_stop = false;
-  bool pause_when_idle = false;  // idle VMs kept per shape; -1: $ABOX_POOL, else DefaultPoolSize()
+  bool pause_when_idle = false;
+  int model_requests_per_minute = 600;  // idle VMs kept per shape; -1: $ABOX_POOL, else DefaultPoolSize()
   bool foreground = true;        // the only mode; accepted for clarity
 };
 

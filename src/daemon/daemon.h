@@ -23,6 +23,7 @@
 #include "src/daemon/services/exec_service.h"
 #include "src/daemon/services/guest_tools_gate.h"
 #include "src/daemon/services/ledger.h"
+#include "src/daemon/services/model_service.h"
 #include "src/daemon/services/sandbox_service.h"
 #include "src/daemon/services/secret_service.h"
 #include "src/daemon/services/setup_runner.h"
@@ -34,6 +35,7 @@
 #include "src/store/event_repo.h"
 #include "src/store/exec_repo.h"
 #include "src/store/grant_repo.h"
+#include "src/store/model_repo.h"
 #include "src/store/sandbox_repo.h"
 #include "src/store/secret_repo.h"
 #include "src/vmm/vmm.h"
@@ -58,6 +60,9 @@ struct DaemonConfig {
   // Tests only (aboxd --test-upstream-ca): CA files trusted for upstreams of intercepted
   // connections on top of the host's trust store.
   std::vector<std::string> upstream_ca_files;
+  // Each sandbox's model broker: requests per minute (a bucket of a tenth of it, at least 1,
+  // absorbs bursts) and at most 16 in flight (aboxd --model-requests-per-minute).
+  int model_requests_per_minute = 600;
 };
 
 // The boundaries, injected.
@@ -99,6 +104,7 @@ class Daemon final {
   [[nodiscard]] WorkspaceService& workspaces() { return *workspaces_; }
   [[nodiscard]] EgressService& egress() { return *egress_; }
   [[nodiscard]] SecretGrants& grants() { return *grants_; }
+  [[nodiscard]] ModelService& models() { return *models_; }
   [[nodiscard]] store::SandboxRepo& sandbox_repo() { return *sandbox_repo_; }
   [[nodiscard]] store::ExecRepo& exec_repo() { return *exec_repo_; }
   [[nodiscard]] vmm::Vmm& vmm() { return *vmm_; }
@@ -126,6 +132,8 @@ class Daemon final {
   std::unique_ptr<store::GrantRepo> grant_repo_;
   std::unique_ptr<SecretGrants> grants_;
   std::unique_ptr<EventBus> events_;
+  std::unique_ptr<store::ModelRepo> model_repo_;
+  std::unique_ptr<ModelService> models_;  // used by egress proxies: declared before egress_
   std::unique_ptr<Ledger> ledger_;
   std::unique_ptr<TimerQueue> timers_;
   std::unique_ptr<EgressService> egress_;

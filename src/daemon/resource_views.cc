@@ -29,6 +29,7 @@ api::Sandbox SandboxOf(const store::SandboxRecord& s, const api::SandboxLive& li
   out.dropped = live.dropped;
   out.secrets = live.secrets;
   out.git_push = live.git_push;
+  out.models = live.models;
   if (s.state == store::SandboxState::kCreating || s.state == store::SandboxState::kReady) {
     std::optional<absl::Time> expires;
     if (s.ttl_seconds > 0) {

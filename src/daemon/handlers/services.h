@@ -13,6 +13,7 @@
 #include "src/daemon/services/exec_service.h"
 #include "src/daemon/services/guest_tools_gate.h"
 #include "src/daemon/services/ledger.h"
+#include "src/daemon/services/model_service.h"
 #include "src/daemon/services/sandbox_service.h"
 #include "src/daemon/services/secret_service.h"
 #include "src/daemon/services/workspace_service.h"
@@ -34,6 +35,7 @@ struct Services {
   WarmPool* pool = nullptr;         // null: no warm pool
   SecretService* secrets = nullptr;
   SecretGrants* grants = nullptr;
+  ModelService* models = nullptr;
   base::Clock* clock = &base::SystemClock();
   absl::Time started;
   std::string openapi_yaml;  // served at GET /v1/openapi.yaml
@@ -51,5 +53,6 @@ struct Services {
 [[nodiscard]] absl::Status AddEgressRoutes(http::Router& router, Services& services);
 [[nodiscard]] absl::Status AddCheckpointRoutes(http::Router& router, Services& services);
 [[nodiscard]] absl::Status AddSecretRoutes(http::Router& router, Services& services);
+[[nodiscard]] absl::Status AddModelRoutes(http::Router& router, Services& services);
 
 }  // namespace abox::daemon

@@ -69,6 +69,7 @@ absl::Status RegisterRoutes(http::Router& router, Services& services) {
   ABOX_RETURN_IF_ERROR(AddCheckpointRoutes(router, services));
   ABOX_RETURN_IF_ERROR(AddEgressRoutes(router, services));
   ABOX_RETURN_IF_ERROR(AddSecretRoutes(router, services));
+  ABOX_RETURN_IF_ERROR(AddModelRoutes(router, services));
   return absl::OkStatus();
 }
 

@@ -226,7 +226,7 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
     return absl::OkStatus();
   });
 
-  if (!j->spec.grants.empty()) {
+  if (j->spec.grants.intercepts()) {
     // Before any command: TLS clients in the guest must trust the proxy's certificates for the
     // hosts the secrets are bound to. (Off with a fake VMM, whose guest is this host.)
     p.Add(kTrustCa, [ctx, j]() -> absl::Status {
@@ -318,7 +318,7 @@ void SandboxService::Create(const api::SandboxCreate& request, AcceptedFn accept
   if (!spec.ok()) {
     return done(spec.status());
   }
-  if (!request.secrets.empty() || !request.git_push.empty()) {
+  if (!request.secrets.empty() || !request.git_push.empty() || !request.models.empty()) {
     if (ctx_->grants == nullptr) {
       return done(absl::UnimplementedError("this aboxd cannot give sandboxes secrets"));
     }
@@ -332,6 +332,10 @@ void SandboxService::Create(const api::SandboxCreate& request, AcceptedFn accept
     absl::StatusOr<std::vector<net::Rule>> rules = ctx_->grants->RulesFor(spec->grants);
     if (!rules.ok()) {
       return done(rules.status());
+    }
+    if (rules->empty()) {
+      Launch(*std::move(spec), std::move(accepted), std::move(done));  // models only
+      return;
     }
     net::EgressPolicy& own =
         spec->egress_policy ? *spec->egress_policy : spec->egress_policy.emplace();

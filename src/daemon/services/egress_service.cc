@@ -234,6 +234,12 @@ absl::StatusOr<std::unique_ptr<net::EgressProxy>> EgressService::MakeProxy(
     }
     proxy_options.intercept = *std::move(intercept);
   }
+  if (model_broker_) {
+    proxy_options.model_broker = [broker = model_broker_, sandbox_id](net::TunnelStream& stream,
+                                                                      int cancel_fd) {
+      broker(sandbox_id, stream, cancel_fd);
+    };
+  }
   return net::EgressProxy::Create(std::move(proxy_options));
 }
 

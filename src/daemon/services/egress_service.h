@@ -151,6 +151,9 @@ class EgressService final {
   // The pending names a sandbox's queue holds at most.
   [[nodiscard]] int64_t queue_cap() const { return repo_.options().pending_per_sandbox; }
 
+  // The host resolver every proxy shares (the model broker resolves providers with it).
+  [[nodiscard]] std::shared_ptr<const net::HostResolver> resolver() const { return resolver_; }
+
   // Proxies running now (tests).
   [[nodiscard]] size_t running() const;
 
@@ -162,6 +165,10 @@ class EgressService final {
   void set_intercept_provider(InterceptProvider provider) {
     intercept_provider_ = std::move(provider);
   }
+  // Serves a sandbox's model-broker connections (ModelService::Serve); unset: they are reset.
+  using ModelBroker = std::function<void(const std::string& sandbox_id, net::TunnelStream& stream,
+                                         int cancel_fd)>;
+  void set_model_broker(ModelBroker broker) { model_broker_ = std::move(broker); }
 
  private:
   class Sink;
@@ -187,6 +194,7 @@ class EgressService final {
   const std::shared_ptr<const net::HostResolver> resolver_;
   std::shared_ptr<Sink> sink_;
   InterceptProvider intercept_provider_;  // set once, before any sandbox starts
+  ModelBroker model_broker_;              // likewise
 
   std::mutex write_mu_;    // serialises policy read-modify-writes (store, then cache)
   mutable std::mutex mu_;  // the cache below

@@ -59,6 +59,7 @@ api::SandboxLive SandboxService::LiveOf(const std::string& id) {
         live.secrets[row.name] = row.env;
       }
       live.git_push = grants->git_push;
+      live.models = grants->models;
     }
   }
   return live;

@@ -17,6 +17,7 @@
 #include "src/net/git_ref_policy.h"
 #include "src/net/host_name.h"
 #include "src/proto/messages.h"
+#include "src/daemon/services/model_grants.h"
 #include "src/secrets/placeholder.h"
 
 namespace abox::daemon {
@@ -176,6 +177,15 @@ absl::StatusOr<store::SandboxGrants> SecretGrants::Prepare(const api::SandboxCre
       grants.git_push.push_back(text);
     }
   }
+  ABOX_ASSIGN_OR_RETURN(grants.models, CheckModelApis(request.models));
+  if (!grants.models.empty()) {
+    for (const std::string& api : grants.models) {
+      if (models_check_) {
+        ABOX_RETURN_IF_ERROR(models_check_(api));
+      }
+    }
+    ABOX_ASSIGN_OR_RETURN(grants.model_token, NewBrokerToken());
+  }
   return grants;
 }
 
@@ -254,8 +264,8 @@ void SecretGrants::Forget(const std::string& sandbox_id) {
 absl::StatusOr<std::map<std::string, std::string>> SecretGrants::Env(
     const std::string& sandbox_id) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxGrants grants, Of(sandbox_id));
-  std::map<std::string, std::string> env;
-  if (grants.empty()) {
+  std::map<std::string, std::string> env = ModelEnv(grants);
+  if (!grants.intercepts()) {
     return env;
   }
   for (const store::SandboxSecretRow& row : grants.secrets) {
@@ -387,7 +397,7 @@ bool BoundTo(const secrets::SecretSpec& spec, const std::string& host, uint16_t 
 absl::StatusOr<std::shared_ptr<const net::InterceptSource>> SecretGrants::InterceptFor(
     const std::string& sandbox_id) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxGrants grants, Of(sandbox_id));
-  if (grants.empty()) {
+  if (!grants.intercepts()) {
     return nullptr;
   }
   ABOX_ASSIGN_OR_RETURN(const net::InterceptCa* ca, Ca());

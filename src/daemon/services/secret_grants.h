@@ -14,6 +14,7 @@
 // Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,8 +66,15 @@ class SecretGrants final {
   SecretGrants(SecretService& secrets, store::GrantRepo& repo, base::HostLayout layout,
                std::vector<std::string> upstream_ca_files = {});
 
-  // Checks a create request's secrets and pushes and draws their placeholders (nothing is
-  // stored: Record does that once the sandbox has a record). 400-style errors name the field.
+  // Asked at create for each model API a request names (issue 16): an error (no key set up)
+  // refuses the create. Unset: every API is accepted.
+  void set_models_check(std::function<absl::Status(const std::string& api)> check) {
+    models_check_ = std::move(check);
+  }
+
+  // Checks a create request's secrets, pushes and model APIs and draws their placeholders and
+  // broker token (nothing is stored: Record does that once the sandbox has a record).
+  // 400-style errors name the field.
   [[nodiscard]] absl::StatusOr<store::SandboxGrants> Prepare(const api::SandboxCreate& request);
   // The egress rules the grants need: every host a given secret is bound to and every push
   // host (so `--secret GH_TOKEN` alone lets the sandbox reach the secret's hosts).
@@ -83,7 +91,8 @@ class SecretGrants final {
   void Forget(const std::string& sandbox_id);
 
   // Variables every command of the sandbox gets: each secret's placeholder, and when it has
-  // any grant, the CA bundle variables. Empty when it was given nothing.
+  // secrets or pushes, the CA bundle variables; for model APIs, ModelEnv. Empty when it was
+  // given nothing.
   [[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> Env(
       const std::string& sandbox_id);
 
@@ -123,6 +132,7 @@ class SecretGrants final {
   std::vector<std::string> upstream_ca_files_;
   std::shared_ptr<net::LeafCache> leaves_;
   std::shared_ptr<const net::UpstreamTrust> trust_;
+  std::function<absl::Status(const std::string& api)> models_check_;
 };
 
 // Appends abox's CA to the guest's system bundle and keeps it at kGuestCaFile, as root over the
