@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "spdlog/spdlog.h"
 #include "src/base/version.h"
+#include "src/cli/agent_commands.h"
 #include "src/cli/checkpoint_commands.h"
 #include "src/cli/command.h"
 #include "src/cli/daemon_commands.h"
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
   // are that command's arguments (CommandLine()).
   std::vector<std::string> run_tail;
   bool run_has_separator = false;
-  if (argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "exec")) {
+  if (argc > 1 && (std::string(argv[1]) == "run" || std::string(argv[1]) == "exec" ||
+                   std::string(argv[1]) == "agent")) {
     for (int i = 2; i < argc; ++i) {
       if (std::string(argv[i]) == "--") {
         run_tail.assign(argv + i + 1, argv + argc);
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
   abox::cli::AddCheckpointCommands(app, &action);
   abox::cli::AddEgressCommands(app, &action);
   abox::cli::AddSecretCommands(app, &action);
+  abox::cli::AddAgentCommands(app, &action, &run_tail);
   abox::cli::AddDaemonCommands(app, &action);
   abox::cli::AddMcpCommands(app, &action);
   abox::cli::AddDoctorCommand(app, &action);

@@ -46,6 +46,7 @@ struct CreateOptions {
   int64_t setup_timeout = 0;         // seconds; 0: the daemon's default
   std::vector<std::string> secrets;  // NAME or NAME=VARIABLE
   std::vector<std::string> git_push;
+  std::vector<std::string> models;  // anthropic | openai
 };
 
 int Create(const CreateOptions& o) {
@@ -118,6 +119,7 @@ int Create(const CreateOptions& o) {
     }
   }
   body.git_push = o.git_push;
+  body.models = o.models;
   absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
   if (!api.ok()) {
     return Fail(api.status());
@@ -343,6 +345,13 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
                    "Let git push to HOST/OWNER/REPO branches matching PATTERN "
                    "(HOST/OWNER/REPO:PATTERN, e.g. github.com/acme/app:agent/*), with the token "
                    "of the --secret bound to HOST added on the host (repeatable)")
+      ->allow_extra_args(false);
+  create_cmd
+      ->add_option("--model", create->models,
+                   "Let the sandbox's agents reach this model API (anthropic, openai) through "
+                   "aboxd's broker: commands get its guest URL and a token of the sandbox's own, "
+                   "the real key (abox agent login) stays on the host (repeatable)")
+      ->check(CLI::IsMember({"anthropic", "openai"}))
       ->allow_extra_args(false);
   create_cmd->add_flag("--json", create->json, "Print the created sandbox as the API's JSON");
   create_cmd->add_flag("--no-wait", create->no_wait,

@@ -88,30 +88,44 @@ absl::StatusOr<std::string> ReadStdin(const std::string& name) {
   return all;
 }
 
-// The value of a stored secret from the one source given; nullopt for a command or Vault one.
-absl::StatusOr<std::optional<std::string>> ReadValue(const SetOptions& o) {
-  if (!o.from_env.empty()) {
-    const char* v = std::getenv(o.from_env.c_str());  // NOLINT(concurrency-mt-unsafe)
+}  // namespace
+
+absl::StatusOr<std::optional<std::string>> ReadSecretValue(const std::string& name,
+                                                           const std::string& from_env,
+                                                           const std::string& from_file,
+                                                           bool from_stdin) {
+  if (!from_env.empty()) {
+    const char* v = std::getenv(from_env.c_str());  // NOLINT(concurrency-mt-unsafe)
     if (v == nullptr) {
       return absl::InvalidArgumentError(
-          absl::StrCat("$", o.from_env, " is not set in this shell: export it first"));
+          absl::StrCat("$", from_env, " is not set in this shell: export it first"));
     }
     return std::string(v);
   }
-  if (!o.from_file.empty()) {
-    absl::StatusOr<std::string> v = base::ReadFile(o.from_file, api::kMaxSecretValueBytes + 2);
+  if (!from_file.empty()) {
+    absl::StatusOr<std::string> v = base::ReadFile(from_file, api::kMaxSecretValueBytes + 2);
     if (!v.ok()) {
       return absl::Status(v.status().code(),
-                          absl::StrCat("reading ", o.from_file, ": ", v.status().message()));
+                          absl::StrCat("reading ", from_file, ": ", v.status().message()));
     }
     StripOneNewline(*v);
     return *v;
   }
-  if (o.from_stdin) {
-    return ReadStdin(o.name);
+  if (from_stdin) {
+    return ReadStdin(name);
   }
   return std::nullopt;
 }
+
+void WipeString(std::string& s) { Wipe(s); }
+
+namespace {
+
+// The value of a stored secret from the one source given; nullopt for a command or Vault one.
+absl::StatusOr<std::optional<std::string>> ReadValue(const SetOptions& o) {
+  return ReadSecretValue(o.name, o.from_env, o.from_file, o.from_stdin);
+}
+
 
 absl::StatusOr<nlohmann::json> SourceJson(const SetOptions& o) {
   int given = (o.from_env.empty() ? 0 : 1) + (o.from_file.empty() ? 0 : 1) +

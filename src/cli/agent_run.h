@@ -1,0 +1,24 @@
+// `abox agent claude|codex`: the run (see agent_commands.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "src/cli/agent_commands.h"
+
+namespace abox::cli {
+
+struct AgentRunOptions {
+  AgentInvocation invocation;
+  std::string workspace;  // empty: the current directory
+  std::string sandbox;    // reuse this one
+  std::string image;
+  int64_t memory_mib = 2048;  // a Node/Bun agent and a test run need more than the default
+  int64_t cpus = 0;           // 0: aboxd's default
+  bool ask_permissions = false;
+};
+
+// Returns the agent's exit status (kExitAboxFailure with the error printed when abox failed).
+int RunAgent(const AgentRunOptions& options);
+
+}  // namespace abox::cli
