@@ -112,6 +112,18 @@ std::string ManifestToJson(const Manifest& m) {
       {"inputs", m.inputs},
       {"builder_version", m.builder_version},
   };
+  if (!m.coding_agents.empty()) {  // absent when empty: older readers see an unchanged layout
+    json agents = json::array();
+    for (const ManifestAgent& a : m.coding_agents) {
+      agents.push_back({{"name", a.name},
+                        {"package", a.package},
+                        {"version", a.version},
+                        {"integrity", a.integrity},
+                        {"command", a.command},
+                        {"binary", a.binary}});
+    }
+    j["coding_agents"] = agents;
+  }
   // `replace` keeps dump() from throwing on invalid UTF-8 (e.g. in a user-supplied mirror).
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
@@ -149,6 +161,28 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text) {
   const json* artifacts = r.Object("artifacts");
   if (!r.status().ok()) {
     return r.status();
+  }
+  if (auto it = j.find("coding_agents"); it != j.end()) {
+    if (!it->is_array()) {
+      return absl::InvalidArgumentError("manifest field 'coding_agents' is not an array");
+    }
+    for (const json& e : *it) {
+      if (!e.is_object()) {
+        return absl::InvalidArgumentError("manifest field 'coding_agents' holds a non-object");
+      }
+      ManifestAgent a;
+      FieldReader ar(e);
+      ar.String("name", &a.name);
+      ar.String("package", &a.package);
+      ar.String("version", &a.version);
+      ar.String("integrity", &a.integrity);
+      ar.String("command", &a.command);
+      ar.String("binary", &a.binary);
+      if (!ar.status().ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("coding_agents: ", ar.status().message()));
+      }
+      m.coding_agents.push_back(std::move(a));
+    }
   }
   for (const char* file : {kRootfsFile, kVmlinuxFile, kInitramfsFile}) {
     auto it = artifacts->find(file);

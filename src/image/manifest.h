@@ -30,6 +30,18 @@ struct ArtifactInfo {
   bool operator==(const ArtifactInfo&) const = default;
 };
 
+// A coding agent installed in the rootfs (`abox image build --agent`).
+struct ManifestAgent {
+  std::string name;       // "claude"
+  std::string package;    // npm package, "@anthropic-ai/claude-code"
+  std::string version;    // exact, "2.1.332"
+  std::string integrity;  // npm dist.integrity of package@version
+  std::string command;    // in-image path on PATH, "/usr/local/bin/claude"
+  std::string binary;     // in-image executable it links to, under /opt/abox/agents
+
+  bool operator==(const ManifestAgent&) const = default;
+};
+
 struct Manifest {
   int format = kManifestFormat;
   std::string name;
@@ -53,6 +65,8 @@ struct Manifest {
   std::string rootfs_key;                      // build-cache key of rootfs + kernel
   std::string inputs;                          // sha256 over every build input
   std::string builder_version;
+  // Coding agents in the rootfs. Optional in the JSON: manifests from before agents had none.
+  std::vector<ManifestAgent> coding_agents;
 
   bool operator==(const Manifest&) const = default;
 };
@@ -60,8 +74,9 @@ struct Manifest {
 // Serializes to pretty-printed JSON with stable key order.
 [[nodiscard]] std::string ManifestToJson(const Manifest& manifest);
 
-// Parses and validates: every field present with the right type, format == kManifestFormat,
-// hashes well-formed, exactly the three known artifacts. kInvalidArgument/kDataLoss otherwise.
+// Parses and validates: every field (but the optional coding_agents) present with the right type,
+// format == kManifestFormat, hashes well-formed, exactly the three known artifacts.
+// kInvalidArgument/kDataLoss otherwise.
 [[nodiscard]] absl::StatusOr<Manifest> ParseManifest(absl::string_view json);
 
 // Checks that a parsed manifest belongs to the image directory `expected_name`.

@@ -49,6 +49,37 @@ TEST(ManifestTest, RoundTripsEveryField) {
   EXPECT_EQ(*parsed, m);
 }
 
+TEST(ManifestTest, RoundTripsCodingAgents) {
+  Manifest m = Sample();
+  m.coding_agents = {{"claude", "@anthropic-ai/claude-code", "2.1.332", "sha512-abc==",
+                      "/usr/local/bin/claude", "/opt/abox/agents/claude/2.1.332/claude"},
+                     {"codex", "@openai/codex", "0.171.0", "sha512-def==", "/usr/local/bin/codex",
+                      "/opt/abox/agents/codex/0.171.0/bin/codex"}};
+  auto parsed = ParseManifest(ManifestToJson(m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, m);
+  EXPECT_EQ(parsed->coding_agents[1].binary, "/opt/abox/agents/codex/0.171.0/bin/codex");
+}
+
+TEST(ManifestTest, ReadsManifestsFromBeforeCodingAgents) {
+  // Manifests written before --agent existed have no coding_agents key; one without agents is
+  // written the same way, so older abox versions still read it.
+  EXPECT_EQ(ManifestToJson(Sample()).find("coding_agents"), std::string::npos);
+  auto parsed = ParseManifest(ManifestToJson(Sample()));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->coding_agents.empty());
+}
+
+TEST(ManifestTest, RejectsMalformedCodingAgents) {
+  EXPECT_FALSE(ParseManifest(Edited([](json& j) { j["coding_agents"] = "claude"; })).ok());
+  EXPECT_FALSE(ParseManifest(Edited([](json& j) { j["coding_agents"] = {1}; })).ok());
+  auto s = ParseManifest(Edited([](json& j) {
+    j["coding_agents"] = json::array({{{"name", "claude"}, {"version", "1"}}});
+  }));
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("coding_agents"), std::string::npos);
+}
+
 TEST(ManifestTest, SerializationIsStable) {
   EXPECT_EQ(ManifestToJson(Sample()), ManifestToJson(Sample()));
   EXPECT_NE(ManifestToJson(Sample()).find("\"rootfs.ext4\""), std::string::npos);
