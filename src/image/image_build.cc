@@ -80,6 +80,22 @@ absl::StatusOr<ArtifactInfo> Install(const std::filesystem::path& src,
   return a;
 }
 
+// `npm view` for each agent; npm's stderr goes to <cache>/logs/npm-resolve.log (fresh each time).
+absl::StatusOr<std::vector<ResolvedAgent>> ResolveCodingAgents(const base::HostLayout& paths,
+                                                               const std::vector<AgentSpec>& specs,
+                                                               const NpmRunner& npm) {
+  std::error_code ec;
+  std::filesystem::create_directories(paths.LogsDir(), ec);
+  NpmContext ctx;
+  ctx.run = npm;
+  ctx.cache = paths.cache_dir / "npm";
+  ctx.log = paths.LogsDir() / "npm-resolve.log";
+  (void)base::RemoveFileUnder(paths.cache_dir, ctx.log);
+  ABOX_ASSIGN_OR_RETURN(ctx.home, MakeTempDir(paths.cache_dir / "tmp", "npm-home-", 0700));
+  absl::Cleanup remove_home = [&] { (void)base::RemoveUnder(paths.cache_dir, ctx.home); };
+  return ResolveAgents(specs, ctx);
+}
+
 void CleanStaleImageTemps(const base::HostLayout& paths) {
   std::error_code ec;
   std::filesystem::directory_iterator it(paths.ImagesDir(), ec);
@@ -145,16 +161,14 @@ absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths, const Buil
                           absl::StrCat("reading agent binary ", opts.agent_binary.string()));
   }
   ABOX_RETURN_IF_ERROR(CheckStaticAgentBinary(*agent));
+  ABOX_ASSIGN_OR_RETURN(std::vector<AgentSpec> agent_specs, ParseAgentSpecs(opts.coding_agents));
+  const NpmRunner npm = opts.npm ? opts.npm : SystemNpmRunner();
   RootfsInputs in;
   in.suite = opts.suite;
   in.mirror = opts.mirror;
   ABOX_ASSIGN_OR_RETURN(in.arch, HostDebianArch());
   in.packages = PackageSet(opts.extra_packages);
   ABOX_RETURN_IF_ERROR(ValidateRootfsInputs(in));
-  const std::string key = RootfsCacheKey(in);
-  const std::string agent_sha = Sha256Hex(*agent);
-  const std::string inputs =
-      ImageInputsHash(key, agent_sha, opts.agent_version, opts.protocol_version);
 
   std::error_code ec;
   for (const auto& dir : {paths.ImagesDir(), paths.cache_dir}) {
@@ -172,6 +186,14 @@ absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths, const Buil
                                              "another `abox image build` is using the cache"));
   CleanStaleImageTemps(paths);
   CleanStaleRootfsBuilds(paths);
+  if (!agent_specs.empty()) {
+    ABOX_ASSIGN_OR_RETURN(in.agents, ResolveCodingAgents(paths, agent_specs, npm));
+    ABOX_RETURN_IF_ERROR(ValidateRootfsInputs(in));
+  }
+  const std::string key = RootfsCacheKey(in);
+  const std::string agent_sha = Sha256Hex(*agent);
+  const std::string inputs =
+      ImageInputsHash(key, agent_sha, opts.agent_version, opts.protocol_version);
 
   const std::filesystem::path image_dir = paths.ImageDir(opts.name);
   BuildResult result;
@@ -188,7 +210,8 @@ absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths, const Buil
     report(2, absl::StrCat("rootfs: cached (", key.substr(0, 12), ")"));
     report(3, absl::StrCat("kernel: cached ", entry->kernel_version));
   } else {
-    entry = BuildRootfsEntry(paths, in, [&](int stage, const std::string& m) { report(stage, m); });
+    entry = BuildRootfsEntry(
+        paths, in, [&](int stage, const std::string& m) { report(stage, m); }, npm);
     if (!entry.ok()) {
       return entry.status();
     }
@@ -241,6 +264,10 @@ absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths, const Buil
   m.rootfs_key = key;
   m.inputs = inputs;
   m.builder_version = kBuilderVersion;
+  for (const ResolvedAgent& a : in.agents) {
+    m.coding_agents.push_back(
+        {a.name, a.package, a.version, a.integrity, AgentCommandPath(a), AgentEntryPath(a)});
+  }
   ABOX_RETURN_IF_ERROR(
       base::WriteFileAtomic((tmp / kManifestFile).string(), ManifestToJson(m), 0444));
   ABOX_RETURN_IF_ERROR(FsyncPath(tmp));

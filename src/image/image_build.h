@@ -33,6 +33,9 @@ struct BuildOptions {
   std::string agent_version = kVersion;
   uint32_t protocol_version = 0;  // required: pass abox::proto::kProtocolVersion
   bool force = false;             // rebuild everything, ignoring the cache
+  // Coding agents to install, as `--agent` specs ("claude", "codex@0.171.0"); see coding_agent.h.
+  std::vector<std::string> coding_agents;
+  NpmRunner npm;  // runs npm for coding_agents; empty means the host's (SystemNpmRunner)
 };
 
 // Build progress: stage i of total (5), what it is doing, time since the build started.
@@ -51,12 +54,13 @@ struct BuildResult {
   bool rootfs_cached = false;  // the rootfs/kernel came from the build cache
 };
 
-// Builds (or confirms) image `options.name`. Stages: [1/5] resolve inputs, [2/5] rootfs
-// (mmdebstrap + mke2fs, cached), [3/5] kernel (vmlinux + modules, cached), [4/5] initramfs,
-// [5/5] manifest + install. Same inputs as the installed image: no-op. New agent binary: only
-// the initramfs is rebuilt. The image dir is replaced atomically; an interrupted build leaves
-// only temp dirs, which the next build deletes. One build at a time per ABOX_HOME/cache
-// (kUnavailable otherwise). Errors name the log file and what to do next.
+// Builds (or confirms) image `options.name`. Stages: [1/5] resolve inputs (coding agents to
+// exact versions with `npm view`: needs the registry even when the image is current), [2/5]
+// rootfs (npm install of the agents, mmdebstrap + mke2fs, cached), [3/5] kernel (vmlinux + modules,
+// cached), [4/5] initramfs, [5/5] manifest + install. Same inputs as the installed image: no-op.
+// New agent binary: only the initramfs is rebuilt. The image dir is replaced atomically; an
+// interrupted build leaves only temp dirs, which the next build deletes. One build at a time per
+// ABOX_HOME/cache (kUnavailable otherwise). Errors name the log file and what to do next.
 [[nodiscard]] absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths,
                                                      const BuildOptions& options,
                                                      const ProgressFn& progress);

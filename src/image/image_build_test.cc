@@ -33,13 +33,15 @@ class ImageBuildTest : public ::testing::Test {
     WriteFileOrDie(opts_.agent_binary, Elf(false, "agent v1"));
   }
 
-  // Puts a finished rootfs build for opts_ in the cache, as BuildRootfsEntry would.
-  void SeedCache() {
+  // Puts a finished rootfs build for opts_ (with `agents`) in the cache, as BuildRootfsEntry
+  // would.
+  void SeedCache(const std::vector<ResolvedAgent>& agents = {}) {
     RootfsInputs in;
     in.suite = opts_.suite;
     in.mirror = opts_.mirror;
     in.arch = *HostDebianArch();
     in.packages = PackageSet(opts_.extra_packages);
+    in.agents = agents;
     const std::filesystem::path dir = paths_.cache_dir / "rootfs" / RootfsCacheKey(in);
     const std::string rootfs = "fake ext4", vmlinux = "fake vmlinux";
     WriteFileOrDie(dir / kRootfsFile, rootfs);
@@ -138,6 +140,58 @@ TEST_F(ImageBuildTest, UsesCacheThenIsNoOpThenRebuildsOnlyInitramfsForNewAgent) 
   EXPECT_TRUE(VerifyImage(paths_, "default").ok());
   // The installed initramfs holds the new agent as /init.
   EXPECT_NE(ReadFileOrDie(dir / kInitramfsFile).find("agent v2"), std::string::npos);
+}
+
+TEST_F(ImageBuildTest, CodingAgentsAreResolvedCachedByVersionAndRecorded) {
+  std::string latest = "2.1.332";
+  std::vector<std::string> npm_calls;
+  opts_.npm = [&](const NpmCommand& c) -> absl::StatusOr<NpmOutput> {
+    npm_calls.push_back(c.argv[1] + " " + c.argv[3]);
+    const std::string integrity = latest == "2.1.332" ? "sha512-AAA=" : "sha512-BBB=";
+    return NpmOutput{{0, std::nullopt},
+                     R"({"version": ")" + latest + R"(", "dist.integrity": ")" + integrity + "\"}"};
+  };
+  opts_.coding_agents = {"claude"};
+  const ResolvedAgent v1{"claude", "@anthropic-ai/claude-code", "2.1.332", "sha512-AAA="};
+  SeedCache({v1});
+  auto first = Build();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->rootfs_cached);  // the cache entry with this version + integrity
+  EXPECT_EQ(npm_calls, (std::vector<std::string>{"view @anthropic-ai/claude-code@latest"}));
+  ASSERT_EQ(first->manifest.coding_agents.size(), 1u);
+  const ManifestAgent& a = first->manifest.coding_agents[0];
+  EXPECT_EQ(a.version, "2.1.332");
+  EXPECT_EQ(a.integrity, "sha512-AAA=");
+  EXPECT_EQ(a.command, "/usr/local/bin/claude");
+  EXPECT_EQ(a.binary, "/opt/abox/agents/claude/2.1.332/claude");
+  auto listed = ListImages(paths_);
+  ASSERT_TRUE(listed.ok() && listed->size() == 1 && (*listed)[0].manifest.ok());
+  EXPECT_EQ((*listed)[0].manifest->coding_agents, first->manifest.coding_agents);
+
+  auto again = Build();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->up_to_date);
+
+  // A new release is a new rootfs; its entry is in the cache here, so no mmdebstrap runs.
+  latest = "2.1.333";
+  SeedCache({{"claude", "@anthropic-ai/claude-code", "2.1.333", "sha512-BBB="}});
+  auto newer = Build();
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  EXPECT_FALSE(newer->up_to_date);
+  EXPECT_NE(newer->manifest.rootfs_key, first->manifest.rootfs_key);
+  EXPECT_EQ(newer->manifest.coding_agents[0].binary, "/opt/abox/agents/claude/2.1.333/claude");
+}
+
+TEST_F(ImageBuildTest, UnknownCodingAgentIsRefusedBeforeAnyWork) {
+  opts_.coding_agents = {"cursor"};
+  opts_.npm = [](const NpmCommand&) -> absl::StatusOr<NpmOutput> {
+    ADD_FAILURE() << "npm must not run";
+    return absl::InternalError("");
+  };
+  auto r = Build();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("claude, codex"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(paths_.ImagesDir()));
 }
 
 TEST_F(ImageBuildTest, ChangedProtocolRebuildsImage) {

@@ -111,6 +111,39 @@ std::vector<std::string> EnvWith(const std::string& key, const std::string& valu
   return env;
 }
 
+// Fetches the agents into <work>/agents (the tree that becomes /opt/abox/agents) and returns
+// the mmdebstrap hooks that copy them in; they run before kCustomizeHook takes the image.
+// The copy is a special hook: mmdebstrap reads <work> as us and unpacks inside its namespace,
+// so the unprivileged hook's subuid never needs to reach <work>.
+absl::StatusOr<std::vector<std::string>> StageAgentsForBuild(
+    const base::HostLayout& paths, const RootfsInputs& in, const std::filesystem::path& work,
+    const std::filesystem::path& log, const StageFn& stage, const NpmRunner& npm) {
+  std::vector<std::string> names;
+  for (const ResolvedAgent& a : in.agents) {
+    names.push_back(absl::StrCat(a.name, " ", a.version));
+  }
+  stage(2, absl::StrCat("rootfs: fetching ", absl::StrJoin(names, ", "),
+                        " with npm --ignore-scripts (log: ", log.string(), ")"));
+  NpmContext ctx;
+  ctx.run = npm;
+  ctx.home = work / "npm-home";
+  ctx.cache = paths.cache_dir / "npm";
+  ctx.log = log;
+  std::error_code ec;
+  std::filesystem::create_directories(ctx.home, ec);
+  std::filesystem::create_directories(ctx.cache, ec);
+  const std::filesystem::path staged = work / "agents";
+  std::filesystem::create_directories(staged, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("mkdir ", staged.string(), ": ", ec.message()));
+  }
+  ABOX_RETURN_IF_ERROR(StageAgents(in.agents, in.suite, in.packages, work / "npm", staged, ctx));
+  return std::vector<std::string>{
+      absl::StrCat("--customize-hook=mkdir -p \"$1", kAgentsDir, "\""),
+      absl::StrCat("--customize-hook=sync-in ", ShellQuote(staged.string()), " ", kAgentsDir),
+      absl::StrCat("--customize-hook=", AgentInstallHook(in.agents))};
+}
+
 // Stage 3: vmlinuz -> vmlinux, module selection; moves `rootfs` in. `out` holds the hook's
 // other outputs.
 absl::Status AssembleEntry(const std::filesystem::path& out,
@@ -179,6 +212,9 @@ absl::Status ValidateRootfsInputs(const RootfsInputs& in) {
     return absl::InvalidArgumentError(absl::StrCat(
         "invalid mirror '", in.mirror, "': give an http(s) URL such as ", kDefaultMirror));
   }
+  for (const ResolvedAgent& a : in.agents) {
+    ABOX_RETURN_IF_ERROR(ValidateResolvedAgent(a));
+  }
   for (const std::string& p : in.packages) {
     // Debian policy: [a-z0-9][a-z0-9+.-]+; optionally pinned as name=version.
     std::vector<std::string> parts = absl::StrSplit(p, absl::MaxSplits('=', 1));
@@ -205,6 +241,17 @@ std::string RootfsCacheKey(const RootfsInputs& in) {
             {"arch", in.arch},
             {"packages", packages},
             {"modules", modules}};
+  if (!in.agents.empty()) {
+    json agents = json::array();
+    for (const ResolvedAgent& a : in.agents) {
+      agents.push_back({{"name", a.name},
+                        {"package", a.package},
+                        {"version", a.version},
+                        {"integrity", a.integrity}});
+    }
+    j["agents"] = agents;
+    j["agents_hook"] = Sha256Hex(AgentInstallHook(in.agents));
+  }
   return Sha256Hex(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
@@ -221,7 +268,7 @@ absl::StatusOr<std::string> HostDebianArch() {
 }
 
 absl::StatusOr<RootfsEntry> BuildRootfsEntry(const base::HostLayout& paths, const RootfsInputs& in,
-                                             const StageFn& stage) {
+                                             const StageFn& stage, const NpmRunner& npm) {
   ABOX_RETURN_IF_ERROR(ValidateRootfsInputs(in));
   if (!base::FindExecutable("mmdebstrap")) {
     return absl::FailedPreconditionError(
@@ -268,27 +315,38 @@ absl::StatusOr<RootfsEntry> BuildRootfsEntry(const base::HostLayout& paths, cons
     env = EnvWith("TMPDIR", (work / "tmp").string(), env);
   }
 
+  std::vector<std::string> agent_hooks;
+  if (!in.agents.empty()) {
+    ABOX_ASSIGN_OR_RETURN(agent_hooks, StageAgentsForBuild(paths, in, work, log, stage, npm));
+  }
+
   stage(2, absl::StrCat("rootfs: mmdebstrap ", in.suite, " from ", in.mirror, ", ",
                         in.packages.size(), " packages (log: ", log.string(), ")"));
   std::vector<std::string> argv = {
-      "mmdebstrap", "--variant=minbase",
+      "mmdebstrap",
+      "--variant=minbase",
       // unshare mode: rootless for users; as root it still keeps the build's mounts in a
       // private mount namespace, so a killed build leaves no mounts behind.
       "--mode=unshare",
       // The chroot is a temp dir mmdebstrap deletes itself (from inside its namespace); the
       // hook takes everything we keep out of it.
-      "--format=null", absl::StrCat("--architectures=", in.arch),
+      "--format=null",
+      absl::StrCat("--architectures=", in.arch),
       absl::StrCat("--include=", absl::StrJoin(in.packages, ",")),
       "--aptopt=Acquire::Retries \"3\"",
       // Documentation is dead weight for an agent VM; keep licences.
       "--dpkgopt=path-exclude=/usr/share/doc/*",
       "--dpkgopt=path-include=/usr/share/doc/*/copyright",
-      "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/info/*",
+      "--dpkgopt=path-exclude=/usr/share/man/*",
+      "--dpkgopt=path-exclude=/usr/share/info/*",
       "--dpkgopt=path-exclude=/usr/share/locale/*",
       "--dpkgopt=path-include=/usr/share/locale/locale.alias",
-      absl::StrCat("--customize-hook=", kCustomizeHook),
-      absl::StrCat("--customize-hook=copy-out /tmp/abox-out ", ShellQuote(work.string())), in.suite,
-      "/dev/null", in.mirror};
+  };
+  argv.insert(argv.end(), agent_hooks.begin(), agent_hooks.end());
+  argv.insert(argv.end(),
+              {absl::StrCat("--customize-hook=", kCustomizeHook),
+               absl::StrCat("--customize-hook=copy-out /tmp/abox-out ", ShellQuote(work.string())),
+               in.suite, "/dev/null", in.mirror});
   ABOX_RETURN_IF_ERROR(
       RunLogged(argv, log, env, {work_lock.fd(), rootfs_fd.get()}, "mmdebstrap", in.mirror));
   rootfs_fd.reset();

@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "src/base/host_layout.h"
+#include "src/image/agent_fetch.h"
+#include "src/image/coding_agent.h"
 #include "src/image/manifest.h"
 #include "src/image/rootfs_entry.h"
 
@@ -34,6 +36,8 @@ struct RootfsInputs {
   std::string mirror = kDefaultMirror;
   std::string arch = "amd64";         // Debian architecture
   std::vector<std::string> packages;  // full set, see PackageSet()
+  // Coding agents installed under /opt/abox/agents (resolved to exact versions beforehand).
+  std::vector<ResolvedAgent> agents;
 };
 
 // Defaults plus `extra`, sorted and deduplicated.
@@ -44,7 +48,9 @@ struct RootfsInputs {
 [[nodiscard]] absl::Status ValidateRootfsInputs(const RootfsInputs& inputs);
 
 // sha256 over the inputs, kBuilderVersion, the build scripts and the initramfs module list.
-// Package order and duplicates do not matter.
+// Package order and duplicates do not matter. Agents count by name, package, version and
+// integrity (a new version rebuilds, the same one hits the cache); without agents the key is
+// what it was before agents existed.
 [[nodiscard]] std::string RootfsCacheKey(const RootfsInputs& inputs);
 
 // Debian architecture of this host ("amd64"); kUnimplemented elsewhere for now.
@@ -53,14 +59,16 @@ struct RootfsInputs {
 // Reports the start of build stage 2 (rootfs) or 3 (kernel).
 using StageFn = std::function<void(int stage, const std::string& message)>;
 
-// Builds the entry for `inputs` (replacing an existing one): one mmdebstrap run (mode unshare,
-// so it works rootless; see kCustomizeHook) that also fetches the kernel and writes
-// rootfs.ext4, then kernel extraction and module selection in-process. mmdebstrap's output
-// goes to <cache>/logs/build-<key prefix>.log, named in every error. Caller holds the cache
-// lock.
+// Builds the entry for `inputs` (replacing an existing one): agents, if any, are fetched with
+// `npm` (StageAgents; npm cache in <cache>/npm), then one mmdebstrap run (mode unshare, so it
+// works rootless; see kCustomizeHook) copies them in, fetches the kernel and writes
+// rootfs.ext4, then kernel extraction and module selection in-process. npm's and mmdebstrap's
+// output goes to <cache>/logs/build-<key prefix>.log, named in every error. Caller holds the
+// cache lock.
 [[nodiscard]] absl::StatusOr<RootfsEntry> BuildRootfsEntry(const base::HostLayout& paths,
                                                            const RootfsInputs& inputs,
-                                                           const StageFn& stage);
+                                                           const StageFn& stage,
+                                                           const NpmRunner& npm);
 
 // Deletes temp dirs of builds that were killed (caller holds the cache lock, so no build is
 // running). Failures are logged, not returned: a stale dir must not block new builds.

@@ -33,6 +33,30 @@ TEST(RootfsCacheKeyTest, ChangesWhenAnyInputChanges) {
   }
 }
 
+TEST(RootfsCacheKeyTest, CoversEachAgentsVersionAndIntegrity) {
+  const ResolvedAgent claude{"claude", "@anthropic-ai/claude-code", "2.1.332", "sha512-aaa=="};
+  RootfsInputs with = Base();
+  with.agents = {claude};
+  const std::string key = RootfsCacheKey(with);
+  EXPECT_NE(key, RootfsCacheKey(Base()));
+  EXPECT_EQ(RootfsCacheKey(with), key);  // same version, same key: the cache hits
+  RootfsInputs newer = with;
+  newer.agents[0].version = "2.1.333";
+  RootfsInputs republished = with;
+  republished.agents[0].integrity = "sha512-bbb==";
+  RootfsInputs both = with;
+  both.agents.push_back({"codex", "@openai/codex", "0.171.0", "sha512-ccc=="});
+  for (const RootfsInputs* in : {&newer, &republished, &both}) {
+    EXPECT_NE(RootfsCacheKey(*in), key);
+  }
+}
+
+TEST(ValidateRootfsInputsTest, RefusesUnvalidatedAgents) {
+  RootfsInputs in = Base();
+  in.agents = {{"claude", "@anthropic-ai/claude-code", "../../x", "sha512-a"}};
+  EXPECT_EQ(ValidateRootfsInputs(in).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(RootfsCacheKeyTest, IgnoresPackageOrderAndDuplicates) {
   RootfsInputs a = Base();
   RootfsInputs b = Base();
