@@ -30,8 +30,9 @@ int ImageBuild(const ImageBuildOptions& options) {
   b.extra_packages = options.packages;
   b.force = options.force;
   b.protocol_version = proto::kProtocolVersion;
-  if (!options.agent.empty()) {
-    b.agent_binary = options.agent;
+  b.coding_agents = options.agents;
+  if (!options.guest_binary.empty()) {
+    b.agent_binary = options.guest_binary;
   } else {
     auto agent = base::FindCompanionBinary("abox-guest", "ABOX_GUEST_BIN");
     if (!agent.ok()) {
@@ -58,6 +59,10 @@ int ImageBuild(const ImageBuildOptions& options) {
               m.name.c_str(), result->up_to_date ? "is up to date" : "built",
               m.kernel_version.c_str(), m.packages.size(), m.agent_version.c_str(),
               m.protocol_version, result->dir.c_str());
+  for (const auto& a : m.coding_agents) {
+    std::printf("  %s %s: %s -> %s\n", a.name.c_str(), a.version.c_str(), a.command.c_str(),
+                a.binary.c_str());
+  }
   return 0;
 }
 
@@ -89,6 +94,14 @@ int ImageList(bool json) {
         j["suite"] = m.suite;
         j["packages"] = m.packages.size();
         j["size_bytes"] = size;
+        nlohmann::json agents = nlohmann::json::array();
+        for (const auto& a : m.coding_agents) {
+          agents.push_back({{"name", a.name},
+                            {"version", a.version},
+                            {"package", a.package},
+                            {"command", a.command}});
+        }
+        j["coding_agents"] = agents;
         j["usable"] = m.protocol_version == proto::kProtocolVersion;
       } else {
         j["error"] = std::string(img.manifest.status().message());
@@ -106,7 +119,7 @@ int ImageList(bool json) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& img : *images) {
     if (!img.manifest.ok()) {
-      rows.push_back({img.name, "-", "-", "-", "-",
+      rows.push_back({img.name, "-", "-", "-", "-", "-",
                       "broken: " + std::string(img.manifest.status().message())});
       continue;
     }
@@ -118,12 +131,18 @@ int ImageList(bool json) {
     std::string status = m.protocol_version == proto::kProtocolVersion
                              ? "ok"
                              : "needs " + image::BuildCommandFor(img.name, true);
+    std::vector<std::string> agents;
+    for (const auto& a : m.coding_agents) {
+      agents.push_back(a.name + " " + a.version);
+    }
     rows.push_back({img.name, m.created_at, m.kernel_version,
                     m.agent_version + " (protocol " + std::to_string(m.protocol_version) + ")",
-                    HumanBytes(size), status});
+                    agents.empty() ? "-" : absl::StrJoin(agents, ", "), HumanBytes(size), status});
   }
-  std::printf("%s",
-              FormatTable({"NAME", "CREATED", "KERNEL", "AGENT", "SIZE", "STATUS"}, rows).c_str());
+  std::printf(
+      "%s",
+      FormatTable({"NAME", "CREATED", "KERNEL", "AGENT", "CODING AGENTS", "SIZE", "STATUS"}, rows)
+          .c_str());
   return 0;
 }
 

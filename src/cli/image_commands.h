@@ -9,7 +9,8 @@ struct ImageBuildOptions {
   std::string name = "default";
   std::vector<std::string> packages;
   bool force = false;
-  std::string agent;  // hidden: another agent binary (tests use a hostile one)
+  std::string guest_binary;         // hidden: another abox-guest binary (tests use a hostile one)
+  std::vector<std::string> agents;  // --agent NAME[@VERSION]: coding agents to install
 };
 
 // "a,b c" -> {"a", "b", "c"}.

@@ -85,8 +85,14 @@ int main(int argc, char** argv) {
   build_cmd->add_option("--name", build.name, "Image name")->capture_default_str();
   build_cmd->add_option("--packages", packages, "Extra Debian packages, comma- or space-separated");
   build_cmd->add_flag("--force", build.force, "Rebuild even when the image is up to date");
-  // Hidden: build with another agent binary (the e2e tests build a hostile guest this way).
-  build_cmd->add_option("--agent", build.agent, "")->group("");
+  build_cmd
+      ->add_option("--agent", build.agents,
+                   "Install a coding agent CLI: claude or codex, optionally @VERSION "
+                   "(default: the latest). Repeatable. Downloaded with the host's npm "
+                   "--ignore-scripts; cached by version")
+      ->allow_extra_args(false);
+  // Hidden: build with another abox-guest binary (the e2e tests build a hostile guest this way).
+  build_cmd->add_option("--guest-binary", build.guest_binary, "")->group("");
   bool ls_json = false;
   auto* ls_cmd = image_cmd->add_subcommand("ls", "List images");
   ls_cmd->add_flag("--json", ls_json, "Print JSON");

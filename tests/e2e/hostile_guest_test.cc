@@ -13,7 +13,7 @@ class HostileGuestTest : public ::testing::TestWithParam<std::pair<const char*, 
  protected:
   static void SetUpTestSuite() {
     // Same rootfs as the default image (from the build cache); only the initramfs differs.
-    auto r = BuildSharedImage({"--name", "hostile", "--agent", ABOX_HOSTILE_GUEST});
+    auto r = BuildSharedImage({"--name", "hostile", "--guest-binary", ABOX_HOSTILE_GUEST});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 };
