@@ -20,10 +20,18 @@ namespace {
 
 using nlohmann::json;
 
-// Passed through to npm: the ways people reach a registry from behind a proxy or a mirror.
-constexpr const char* kPassThroughEnv[] = {
-    "PATH",        "http_proxy", "https_proxy",         "no_proxy",           "HTTP_PROXY",
-    "HTTPS_PROXY", "NO_PROXY",   "npm_config_registry", "NPM_CONFIG_REGISTRY"};
+// Passed through to npm: the ways people reach a registry from behind a proxy, a mirror or a
+// TLS-intercepting gateway (an extra CA for node).
+constexpr const char* kPassThroughEnv[] = {"PATH",
+                                           "http_proxy",
+                                           "https_proxy",
+                                           "no_proxy",
+                                           "HTTP_PROXY",
+                                           "HTTPS_PROXY",
+                                           "NO_PROXY",
+                                           "npm_config_registry",
+                                           "NPM_CONFIG_REGISTRY",
+                                           "NODE_EXTRA_CA_CERTS"};
 
 // npm error codes that mean the registry could not be reached.
 constexpr const char* kNetworkCodes[] = {"ECONNREFUSED", "ENOTFOUND",         "EAI_AGAIN",
@@ -70,6 +78,7 @@ absl::StatusOr<NpmOutput> RunNpm(const NpmContext& ctx, std::vector<std::string>
   c.env = NpmEnvironment(ctx);
   c.log = ctx.log;
   c.timeout = timeout;
+  c.cwd = ctx.home;
   return ctx.run(c);
 }
 
@@ -102,6 +111,9 @@ NpmRunner SystemNpmRunner() {
     o.argv = c.argv;
     o.argv[0] = *npm;
     o.env = c.env;
+    if (!c.cwd.empty()) {
+      o.cwd = c.cwd.string();
+    }
     o.stdout_fd = out.get();
     o.stderr_fd = log.get();
     o.close_other_fds = true;
@@ -138,6 +150,16 @@ std::vector<std::string> NpmEnvironment(const NpmContext& ctx) {
   env.push_back(absl::StrCat("npm_config_cache=", ctx.cache.string()));
   // A file that does not exist: the user's ~/.npmrc (tokens, scripts settings) is not read.
   env.push_back(absl::StrCat("npm_config_userconfig=", (ctx.home / "npmrc-none").string()));
+  // --prefix would also move npm's global config to <prefix>/etc/npmrc; keep the host's
+  // (<node's prefix>/etc/npmrc, as npm finds it: admin-set cafile, proxy, registry).
+  if (std::optional<std::string> node = base::FindExecutable("node")) {
+    std::error_code ec;
+    const std::filesystem::path real = std::filesystem::canonical(*node, ec);
+    if (!ec) {
+      env.push_back(absl::StrCat("npm_config_globalconfig=",
+                                 (real.parent_path().parent_path() / "etc" / "npmrc").string()));
+    }
+  }
   env.emplace_back("npm_config_update_notifier=false");
   env.emplace_back("LANG=C.UTF-8");
   return env;

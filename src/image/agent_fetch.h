@@ -29,6 +29,8 @@ struct NpmCommand {
   std::vector<std::string> env;
   std::filesystem::path log;
   std::chrono::seconds timeout{0};
+  // npm reads <cwd>/.npmrc as project config: run it in our temp HOME, never the user's cwd.
+  std::filesystem::path cwd;
 };
 struct NpmOutput {
   base::ExitStatus status;

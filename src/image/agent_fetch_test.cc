@@ -95,6 +95,13 @@ TEST_F(AgentFetchTest, EnvironmentIsCleanWithHomeAndCacheOfOurOwn) {
   EXPECT_TRUE(Has(env, "HOME=" + ctx_.home.string()));
   EXPECT_TRUE(Has(env, "npm_config_cache=" + ctx_.cache.string()));
   EXPECT_TRUE(Has(env, "https_proxy=http://proxy:3128"));
+  // --prefix must not move npm's global config (an admin's cafile or proxy) away.
+  if (base::FindExecutable("node")) {
+    EXPECT_TRUE(std::any_of(env.begin(), env.end(), [](const std::string& e) {
+      return e.rfind("npm_config_globalconfig=", 0) == 0 &&
+             e.find("/etc/npmrc") != std::string::npos;
+    }));
+  }
   for (const std::string& e : env) {
     EXPECT_EQ(e.find("ABOX_TEST_SECRET"), std::string::npos) << e;
     if (e.rfind("npm_config_userconfig=", 0) == 0) {
@@ -155,6 +162,7 @@ TEST_F(AgentFetchTest, ResolveRunsNpmViewPerAgent) {
   ASSERT_EQ(calls_.size(), 2u);
   EXPECT_EQ(calls_[1].argv[3], "@openai/codex@0.171.0");
   EXPECT_EQ(calls_[0].log, ctx_.log);
+  EXPECT_EQ(calls_[0].cwd, ctx_.home);  // not the user's cwd, whose .npmrc npm would read
   EXPECT_GT(calls_[0].timeout.count(), 0);
 }
 
