@@ -137,7 +137,11 @@ absl::StatusOr<std::vector<std::string>> StageAgentsForBuild(
   if (ec) {
     return absl::InternalError(absl::StrCat("mkdir ", staged.string(), ": ", ec.message()));
   }
-  ABOX_RETURN_IF_ERROR(StageAgents(in.agents, in.suite, in.packages, work / "npm", staged, ctx));
+  absl::Status s = StageAgents(in.agents, in.suite, in.packages, work / "npm", staged, ctx);
+  if (!s.ok() && !absl::StrContains(s.message(), log.string())) {
+    return absl::Status(s.code(), absl::StrCat(s.message(), "; build log: ", log.string()));
+  }
+  ABOX_RETURN_IF_ERROR(s);
   return std::vector<std::string>{
       absl::StrCat("--customize-hook=mkdir -p \"$1", kAgentsDir, "\""),
       absl::StrCat("--customize-hook=sync-in ", ShellQuote(staged.string()), " ", kAgentsDir),
@@ -323,25 +327,21 @@ absl::StatusOr<RootfsEntry> BuildRootfsEntry(const base::HostLayout& paths, cons
   stage(2, absl::StrCat("rootfs: mmdebstrap ", in.suite, " from ", in.mirror, ", ",
                         in.packages.size(), " packages (log: ", log.string(), ")"));
   std::vector<std::string> argv = {
-      "mmdebstrap",
-      "--variant=minbase",
+      "mmdebstrap", "--variant=minbase",
       // unshare mode: rootless for users; as root it still keeps the build's mounts in a
       // private mount namespace, so a killed build leaves no mounts behind.
       "--mode=unshare",
       // The chroot is a temp dir mmdebstrap deletes itself (from inside its namespace); the
       // hook takes everything we keep out of it.
-      "--format=null",
-      absl::StrCat("--architectures=", in.arch),
+      "--format=null", absl::StrCat("--architectures=", in.arch),
       absl::StrCat("--include=", absl::StrJoin(in.packages, ",")),
       "--aptopt=Acquire::Retries \"3\"",
       // Documentation is dead weight for an agent VM; keep licences.
       "--dpkgopt=path-exclude=/usr/share/doc/*",
       "--dpkgopt=path-include=/usr/share/doc/*/copyright",
-      "--dpkgopt=path-exclude=/usr/share/man/*",
-      "--dpkgopt=path-exclude=/usr/share/info/*",
+      "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/info/*",
       "--dpkgopt=path-exclude=/usr/share/locale/*",
-      "--dpkgopt=path-include=/usr/share/locale/locale.alias",
-  };
+      "--dpkgopt=path-include=/usr/share/locale/locale.alias"};
   argv.insert(argv.end(), agent_hooks.begin(), agent_hooks.end());
   argv.insert(argv.end(),
               {absl::StrCat("--customize-hook=", kCustomizeHook),
