@@ -51,16 +51,7 @@ std::string DynamicElf(const std::string& interp, const std::vector<std::string>
   const size_t dyn_off = aux_off + versions.size() * sizeof(Elf64_Vernaux);
 
   std::string elf;
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_type = ET_EXEC;
-  eh.e_machine = EM_X86_64;
-  eh.e_phoff = sizeof(Elf64_Ehdr);
-  eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = kPhnum;
-  Put(&elf, 0, eh);
+  Put(&elf, 0, testing::TestElfHeader(kPhnum));
   elf.resize(interp_off);
   elf += interp + '\0';
   elf += strtab;

@@ -34,10 +34,8 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// A minimal x86-64 ELF executable: header, one program header of `segment_type` whose file
-// contents are `segment`, then `tail`.
-inline std::string TestElf(uint32_t segment_type, const std::string& segment,
-                           const std::string& tail = "") {
+// The ELF header of an x86-64 executable whose `phnum` program headers follow it.
+inline Elf64_Ehdr TestElfHeader(uint16_t phnum) {
   Elf64_Ehdr eh{};
   std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
   eh.e_ident[EI_CLASS] = ELFCLASS64;
@@ -47,7 +45,15 @@ inline std::string TestElf(uint32_t segment_type, const std::string& segment,
   eh.e_machine = EM_X86_64;
   eh.e_phoff = sizeof(Elf64_Ehdr);
   eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = 1;
+  eh.e_phnum = phnum;
+  return eh;
+}
+
+// A minimal x86-64 ELF executable: header, one program header of `segment_type` whose file
+// contents are `segment`, then `tail`.
+inline std::string TestElf(uint32_t segment_type, const std::string& segment,
+                           const std::string& tail = "") {
+  const Elf64_Ehdr eh = TestElfHeader(1);
   Elf64_Phdr ph{};
   ph.p_type = segment_type;
   ph.p_offset = sizeof(Elf64_Ehdr) + sizeof(Elf64_Phdr);
