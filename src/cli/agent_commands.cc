@@ -104,6 +104,11 @@ int Login(LoginOptions o) {
   return WithApi([&](client::ApiClient& api) {
     if (*value) {
       std::string host = o.base_url.empty() ? info->host : HostOf(o.base_url);
+      // A secret is bound to names, not addresses: a local server's key to "localhost".
+      if (!host.empty() && (host.find_first_not_of("0123456789.") == std::string::npos ||
+                            host.find(':') != std::string::npos)) {
+        host = "localhost";
+      }
       if (host.empty()) {
         return Fail(absl::InvalidArgumentError(absl::StrCat(
                         "--base-url ", o.base_url, " is not a URL: use https://HOST[:PORT][/PATH]")),

@@ -61,7 +61,7 @@ absl::StatusOr<api::Sandbox> CreateSandbox(client::ApiClient& api, const AgentRu
         absl::StrContains(created.status().message(), "image")) {
       return absl::NotFoundError(absl::StrCat(
           created.status().message(), "; build the agent's image first: abox image build --name ",
-          o.image, " --agent-cli ", o.invocation.agent));
+          o.image, " --agent ", o.invocation.agent));
     }
     return created.status();
   }

@@ -126,6 +126,9 @@ std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in) {
     // QEMU's default translation cache is 1 GiB, and it fills: a TCG VM at -m 512 reached
     // 1.3 GiB RSS after a benchmark run. 128 MiB bounds it (docs/BENCHMARKS.md).
     add("-accel", "tcg,tb-size=128");
+    // Every x86-64 feature TCG emulates (AVX2 included since QEMU 7.2), not qemu64's baseline:
+    // agent CLIs built with Bun (Claude Code's native binary) die with SIGILL without AVX2.
+    add("-cpu", "max");
   }
   // Guest memory is always an explicit backend with one name, so that a state saved from a VM
   // with file-backed memory loads into one with anonymous memory and back (migration matches

@@ -54,7 +54,7 @@ TEST(QemuArgvTest, TcgMicrovmWithoutHostCpu) {
   EXPECT_THAT(ValuesOf(argv, "-object"), ElementsAre("memory-backend-ram,id=abox.ram,size=512M"));
   EXPECT_THAT(ValuesOf(argv, "-incoming"), IsEmpty());
   EXPECT_THAT(ValuesOf(argv, "-accel"), ElementsAre("tcg,tb-size=128"));
-  EXPECT_THAT(ValuesOf(argv, "-cpu"), IsEmpty());
+  EXPECT_THAT(ValuesOf(argv, "-cpu"), ElementsAre("max"));  // AVX2 for Bun-built agent CLIs
   EXPECT_THAT(ValuesOf(argv, "-m"), ElementsAre("512"));
   EXPECT_THAT(ValuesOf(argv, "-smp"), ElementsAre("2"));
   EXPECT_THAT(ValuesOf(argv, "-kernel"), ElementsAre("/proc/self/fd/5"));

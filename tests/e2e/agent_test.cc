@@ -203,9 +203,9 @@ TEST_F(AgentE2eTest, TheBrokerRefusesOtherTokensOtherRoutesAndFloods) {
 
   // A flood of token counts on one kept-alive connection: 6 a minute are allowed (a burst of
   // 1), so most of 20 get 429.
-  std::string urls;
+  std::string urls;  // curl's -o applies to one URL: one each
   for (int i = 0; i < 20; ++i) {
-    absl::StrAppend(&urls, " ", url, "/v1/messages/count_tokens");
+    absl::StrAppend(&urls, " -o /dev/null ", url, "/v1/messages/count_tokens");
   }
   std::string codes =
       curl(absl::StrCat("-H \"x-api-key: $ANTHROPIC_API_KEY\" -H 'content-type: "
