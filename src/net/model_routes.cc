@@ -138,9 +138,12 @@ bool IsDroppedHeader(absl::string_view name, const std::vector<std::string>& nam
   // Credentials of the guest (its token, or anything a client adds) never reach the provider,
   // and hop-by-hop headers are the broker's connection's, not the provider's (RFC 9110 7.6.1).
   // Transfer-Encoding and Content-Length frame the body, which is forwarded as it is: kept.
-  static constexpr std::array<absl::string_view, 10> kDropped = {
+  // Accept-Encoding goes too: without it the provider answers uncompressed, so the usage in
+  // the response can be read (Codex asks for zstd or gzip).
+  static constexpr std::array<absl::string_view, 11> kDropped = {
       "authorization", "x-api-key",        "proxy-authorization", "cookie", "host",
-      "connection",    "proxy-connection", "keep-alive",          "te",     "upgrade"};
+      "connection",    "proxy-connection", "keep-alive",          "te",     "upgrade",
+      "accept-encoding"};
   for (absl::string_view d : kDropped) {
     if (absl::EqualsIgnoreCase(name, d)) {
       return true;

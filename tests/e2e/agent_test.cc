@@ -32,9 +32,11 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr char kKey[] = "sk-ant-real-key-4f2b9d07c1e84a6b";
+constexpr char kOpenAiKey[] = "sk-proj-real-key-9e1d5c3b7a2f4860";
 // The Claude Code release the image is built with: pinned, so a new release cannot change
 // what this test sees (bump it on purpose).
 constexpr char kClaudeAgent[] = "claude@2.1.332";
+constexpr char kCodexAgent[] = "codex@0.171.0";
 
 std::string ReadAll(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -48,15 +50,8 @@ class AgentE2eTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::path(home_.path()) / "model";
     fs::create_directories(dir_);
-    port_ = FreeLoopbackPort();
-    auto server = base::ChildProcess::Spawn(
-        {.argv = {"python3", ABOX_FAKE_MODEL_SERVER, "--api", "anthropic", "--port",
-                  std::to_string(port_), "--expect-key", kKey, "--log",
-                  (dir_ / "requests.jsonl").string(), "--write-path", "hello.txt",
-                  "--write-content", "hello from claude in the vm\n"}});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    ASSERT_TRUE(WaitForLoopbackPort(port_));
+    port_ = StartServer("anthropic", server_);
+    ASSERT_NE(port_, 0);
     daemon_ = std::make_unique<AboxdProcess>(home_);
     // A low rate, so that a flood of a few dozen requests meets it whatever the machine's speed.
     ASSERT_TRUE(daemon_->Start({"--model-requests-per-minute", "6"}).ok()) << daemon_->Log();
@@ -68,6 +63,55 @@ class AgentE2eTest : public ::testing::Test {
   void TearDown() override {
     RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
     (void)daemon_->Stop();
+  }
+
+  // A fake model server for `api` on a free loopback port (0 when it did not start). Its
+  // requests go to <api>-requests.jsonl; its script writes hello.txt through the agent's tool.
+  int StartServer(const std::string& api, base::ChildProcess& server) {
+    int port = FreeLoopbackPort();
+    auto spawned = base::ChildProcess::Spawn(
+        {.argv = {"python3", ABOX_FAKE_MODEL_SERVER, "--api", api, "--port",
+                  std::to_string(port), "--expect-key", api == "anthropic" ? kKey : kOpenAiKey,
+                  "--log", (dir_ / (api + "-requests.jsonl")).string(), "--write-path",
+                  "hello.txt", "--write-content", "hello from " + api + " in the vm\n"}});
+    if (!spawned.ok()) {
+      ADD_FAILURE() << spawned.status();
+      return 0;
+    }
+    server = *std::move(spawned);
+    return WaitForLoopbackPort(port) ? port : 0;
+  }
+
+  // The sandbox id in `abox agent`'s "sandbox ID: ..." line.
+  static std::string SandboxOf(const AboxResult& run) {
+    for (absl::string_view line : absl::StrSplit(run.err, '\n')) {
+      if (absl::ConsumePrefix(&line, "sandbox ")) {
+        return std::string(line.substr(0, line.find(':')));
+      }
+    }
+    return "";
+  }
+
+  // `key` is nowhere in the guest: every process's environment and command line, the agent's
+  // home and config, the workspace, /etc, /tmp, /var. `config`: the agent's config entry in the
+  // agent user's home, which must exist (the agent ran there). The key is split in two (a
+  // command line holding it whole is refused before it reaches the VM) and joined by the
+  // shell's printf builtin into a pattern file on /run, so that no process of the search holds
+  // it in its own command line for the search to find.
+  void ExpectKeyNowhereInTheGuest(const std::string& id, const std::string& key,
+                                  const std::string& config) {
+    std::string search = Guest(
+        id,
+        absl::StrCat("printf '%s%s\\n' '", key.substr(0, 12), "' '", key.substr(12),
+                     "' > /run/needle; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null "
+                     "| grep -c -a -F -f /run/needle; grep -r -l -a -F -f /run/needle /etc /root "
+                     "/home /tmp /var /workspace 2>/dev/null | head -3; rm /run/needle; "
+                     "ls -a /home/agent | grep -c '",
+                     config, "'"),
+        /*root=*/true);
+    EXPECT_THAT(search, ::testing::StartsWith("0\n")) << search;
+    EXPECT_THAT(search, Not(HasSubstr("/"))) << search;
+    EXPECT_THAT(search, Not(HasSubstr("0\n0\n"))) << "the agent wrote no " << config;
   }
 
   AboxResult Abox(std::vector<std::string> args, std::string stdin_data = "") {
@@ -91,10 +135,10 @@ class AgentE2eTest : public ::testing::Test {
     return r.out + r.err;
   }
 
-  std::vector<nlohmann::json> Requests() {
+  std::vector<nlohmann::json> Requests(const std::string& api = "anthropic") {
     std::vector<nlohmann::json> out;
     for (absl::string_view line :
-         absl::StrSplit(ReadAll(dir_ / "requests.jsonl"), '\n', absl::SkipEmpty())) {
+         absl::StrSplit(ReadAll(dir_ / (api + "-requests.jsonl")), '\n', absl::SkipEmpty())) {
       out.push_back(nlohmann::json::parse(line));
     }
     return out;
@@ -116,6 +160,43 @@ class AgentE2eTest : public ::testing::Test {
   int port_ = 0;
 };
 
+TEST_F(AgentE2eTest, CodexInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
+  AboxResult image = BuildSharedImage({"--name", "codex", "--agent", kCodexAgent});
+  ASSERT_EQ(image.exit_code, 0) << image.err;
+  base::ChildProcess openai;
+  int port = StartServer("openai", openai);
+  ASSERT_NE(port, 0);
+  AboxResult login = Abox({"agent", "login", "openai", "--stdin", "--base-url",
+                           absl::StrCat("http://127.0.0.1:", port)},
+                          std::string(kOpenAiKey) + "\n");
+  ASSERT_EQ(login.exit_code, 0) << login.err;
+  fs::path repo = fs::path(home_.path()) / "repo";
+  fs::create_directories(repo);
+  std::ofstream(repo / "README.md") << "a repository\n";
+
+  AboxResult run =
+      Abox({"agent", "codex", "-w", repo.string(), "--prompt", "Create hello.txt saying hello",
+            // A model Codex knows: for others it offers the fake server no file tool.
+            "--model", "gpt-5.5"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("turn.completed"));  // codex exec --json on stdout
+  std::string id = SandboxOf(run);
+  ASSERT_FALSE(id.empty()) << run.err;
+  EXPECT_THAT(Abox({"diff", id}).out, HasSubstr("hello from openai in the vm")) << run.out;
+  std::vector<nlohmann::json> requests = Requests("openai");
+  ASSERT_GE(requests.size(), 2U);
+  for (const nlohmann::json& r : requests) {
+    EXPECT_EQ(r["path"], "/v1/responses");
+    EXPECT_EQ(r["headers"].value("Authorization", r["headers"].value("authorization", "")),
+              absl::StrCat("Bearer ", kOpenAiKey));
+    EXPECT_THAT(r.dump(), Not(HasSubstr("abox-broker-")));
+  }
+  nlohmann::json u = nlohmann::json::parse(Abox({"agent", "usage", id, "--json"}).out)["usage"][0];
+  EXPECT_EQ(u["api"], "openai");
+  EXPECT_EQ(u["output_tokens"].get<int64_t>(), 7 * u["requests"].get<int64_t>());
+  ExpectKeyNowhereInTheGuest(id, kOpenAiKey, ".codex");
+}
+
 TEST_F(AgentE2eTest, ClaudeCodeInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
   AboxResult image = BuildSharedImage({"--name", "claude", "--agent", kClaudeAgent});
   ASSERT_EQ(image.exit_code, 0) << image.err;
@@ -130,18 +211,12 @@ TEST_F(AgentE2eTest, ClaudeCodeInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
   EXPECT_THAT(run.out, HasSubstr("\"type\":\"result\""));
   EXPECT_THAT(run.err, HasSubstr("hello.txt"));
   EXPECT_THAT(run.err, HasSubstr("abox apply "));
-  std::string id;
-  for (absl::string_view line : absl::StrSplit(run.err, '\n')) {
-    if (absl::ConsumePrefix(&line, "sandbox ")) {
-      id = std::string(line.substr(0, line.find(':')));
-      break;
-    }
-  }
+  std::string id = SandboxOf(run);
   ASSERT_FALSE(id.empty()) << run.err;
 
   // The agent's own Write tool made the file; abox diff shows it; the host's copy is untouched.
   AboxResult diff = Abox({"diff", id});
-  EXPECT_THAT(diff.out, HasSubstr("hello from claude in the vm"));
+  EXPECT_THAT(diff.out, HasSubstr("hello from anthropic in the vm"));
   EXPECT_FALSE(fs::exists(repo / "hello.txt"));
 
   // The fake server got the real key on every request and never the guest's token.
@@ -162,20 +237,7 @@ TEST_F(AgentE2eTest, ClaudeCodeInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
   EXPECT_EQ(u["output_tokens"].get<int64_t>(), 7 * u["requests"].get<int64_t>());
   EXPECT_THAT(Events(id), HasSubstr("model_request"));
 
-  // The key is nowhere in the guest: every process's environment and command line, the
-  // agent's config directory and home, the workspace, /etc, /tmp, /var. (Split in two: a
-  // command line holding it whole is refused before it reaches the VM.)
-  const std::string key(kKey);
-  std::string search = Guest(
-      id,
-      absl::StrCat("a='", key.substr(0, 12), "'; b='", key.substr(12),
-                   "'; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -c -a "
-                   "\"$a$b\"; grep -r -l -a \"$a$b\" /etc /root /home /tmp /var /workspace "
-                   "2>/dev/null | head -3; ls -a /home/agent | grep -c claude"),
-      /*root=*/true);
-  EXPECT_THAT(search, HasSubstr("0\n"));
-  EXPECT_THAT(search, Not(HasSubstr("/"))) << search;
-  EXPECT_THAT(search, Not(HasSubstr("0\n0\n")));  // the agent did write its config directory
+  ExpectKeyNowhereInTheGuest(id, kKey, ".claude");
   EXPECT_THAT(Guest(id, "printf %s \"$ANTHROPIC_API_KEY\""), HasSubstr("abox-broker-"));
 }
 

@@ -230,14 +230,15 @@ TEST_F(SecretsE2eTest, TheGuestHoldsAPlaceholderAndTheBoundHostGetsTheValue) {
 
   // 4. The real value is nowhere in the guest: environments and command lines of every
   //    process, files, and its disk. (The value is split in two here: a command line holding it
-  //    whole is refused before it reaches the VM.)
+  //    whole is refused before it reaches the VM. The shell's printf builtin joins it into a
+  //    pattern file on /run, so no process of the search holds it in its command line.)
   const std::string value(kValue);
   std::string search = Guest(
       id,
-      absl::StrCat("a='", value.substr(0, 12), "'; b='", value.substr(12),
-                   "'; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | grep -c -a "
-                   "\"$a$b\"; grep -r -l -a \"$a$b\" /etc /root /home /tmp /var /workspace "
-                   "2>/dev/null | head -3; sync"),
+      absl::StrCat("printf '%s%s\\n' '", value.substr(0, 12), "' '", value.substr(12),
+                   "' > /run/needle; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | "
+                   "grep -c -a -F -f /run/needle; grep -r -l -a -F -f /run/needle /etc /root "
+                   "/home /tmp /var /workspace 2>/dev/null | head -3; rm /run/needle; sync"),
       /*root=*/true);
   EXPECT_THAT(search, HasSubstr("0\n"));
   EXPECT_THAT(search, Not(HasSubstr("/")));
