@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
 # Runs the benchmarks against the release build and prints the Markdown tables that go into
 # docs/BENCHMARKS.md (raw numbers in build/release/bench-*.json).
-#   bench/run.sh [runtime|daemon|snapshot|workspace|egress|intercept|all]   (default: all)
+#   bench/run.sh [runtime|daemon|snapshot|workspace|egress|intercept|broker|all]   (default: all)
 #   RUNS  cold `abox run` repetitions (default 15)
 # Uses the image of $ABOX_HOME (default ~/.local/share/abox); the daemon bench runs its own
 # aboxd in a private home whose images/ links there, and removes everything it created; so does
 # the snapshot bench (golden templates, checkpoints, restore, fork: issue 13). The intercept
-# bench (TLS interception for secrets, issue 15) runs in process: no image, no VM.
+# bench (TLS interception for secrets, issue 15) and the broker bench (the model broker, issue
+# 16) run in process: no image, no VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which="${1:-all}"
 case "$which" in
-  runtime | daemon | snapshot | workspace | egress | intercept | all) ;;
+  runtime | daemon | snapshot | workspace | egress | intercept | broker | all) ;;
   *)
-    echo "usage: bench/run.sh [runtime|daemon|snapshot|workspace|egress|intercept|all]" >&2
+    echo "usage: bench/run.sh [runtime|daemon|snapshot|workspace|egress|intercept|broker|all]" >&2
     exit 2
     ;;
 esac
 preset=release
 bin="build/$preset/bin"
 targets=()
-if [[ "$which" != intercept ]]; then
+if [[ "$which" != intercept && "$which" != broker ]]; then
   targets+=(abox abox-shim abox-guest)
 fi
 case "$which" in
@@ -30,13 +31,14 @@ case "$which" in
   workspace) targets+=(workspace_bench) ;;
   egress) targets+=(egress_bench) ;;
   intercept) targets+=(intercept_bench) ;;
+  broker) targets+=(broker_bench) ;;
   all)
     targets+=(runtime_bench aboxd abox-mcp daemon_bench snapshot_bench workspace_bench egress_bench
-      intercept_bench)
+      intercept_bench broker_bench)
     ;;
 esac
 cmake --build --preset "$preset" --target "${targets[@]}" >/dev/null
-if [[ "$which" == intercept ]]; then
+if [[ "$which" == intercept || "$which" == broker ]]; then
   echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -r), $(nproc) cores"
 else
   "$bin/abox" image build >/dev/null
@@ -61,4 +63,7 @@ if [[ "$which" == egress || "$which" == all ]]; then
 fi
 if [[ "$which" == intercept || "$which" == all ]]; then
   "$bin/intercept_bench" --json "build/$preset/bench-intercept.json"
+fi
+if [[ "$which" == broker || "$which" == all ]]; then
+  "$bin/broker_bench" --json "build/$preset/bench-broker.json"
 fi
