@@ -21,6 +21,7 @@
 #include "src/base/io.h"
 #include "src/http/testing/test_server.h"
 #include "tests/testing/abox_runner.h"
+#include "tests/testing/cli_daemon_test.h"
 
 extern char** environ;
 
@@ -35,21 +36,8 @@ using ::testing::MatchesRegex;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-class CliCommandsTest : public ::testing::Test {
+class CliCommandsTest : public testing::CliDaemonTest {
  protected:
-  static void SetUpTestSuite() {
-    ::setenv("ABOX_BIN", ABOX_CLI_BIN, 1);  // NOLINT(concurrency-mt-unsafe): before any thread
-  }
-  ~CliCommandsTest() override { Abox({"daemon", "stop"}); }
-
-  AboxResult Abox(std::vector<std::string> args, std::string stdin_data = "") {
-    AboxCall call;
-    call.args = std::move(args);
-    call.stdin_data = std::move(stdin_data);
-    call.env = env_;
-    call.timeout_seconds = 60;
-    return testing::RunAbox(call);
-  }
   // Creates a sandbox named `name` and returns its id.
   std::string Create(const std::string& name) {
     AboxResult r = Abox({"create", "--name", name});
@@ -80,16 +68,6 @@ class CliCommandsTest : public ::testing::Test {
                                                            "31m \x7f\n";
     std::ofstream(guest + "/notes.txt") << "a\tb\n";
   }
-
-  http::httptest::TempDir dir_;
-  std::map<std::string, std::string> env_ = {
-      {"ABOX_HOME", dir_.path() + "/home"},
-      {"ABOX_CACHE_DIR", dir_.path() + "/cache"},
-      {"ABOX_SOCKET", dir_.path() + "/run/aboxd.sock"},
-      {"ABOXD_BIN", ABOXD_FAKE_VMM},
-      {"ABOX_NO_AUTOSTART", ""},
-      {"XDG_CONFIG_HOME", dir_.path() + "/config"},
-  };
 };
 
 TEST_F(CliCommandsTest, CreateListInspectStopAndRemove) {

@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "src/http/testing/test_server.h"
 #include "tests/testing/abox_runner.h"
+#include "tests/testing/cli_daemon_test.h"
 
 namespace abox::cli {
 namespace {
@@ -32,35 +33,7 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-class SecretCommandsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    ::setenv("ABOX_BIN", ABOX_CLI_BIN, 1);  // NOLINT(concurrency-mt-unsafe): before any thread
-  }
-  ~SecretCommandsTest() override { Abox({"daemon", "stop"}); }
-
-  AboxResult Abox(std::vector<std::string> args, std::string stdin_data = "",
-                  std::map<std::string, std::string> extra_env = {}) {
-    AboxCall call;
-    call.args = std::move(args);
-    call.stdin_data = std::move(stdin_data);
-    call.env = env_;
-    call.env.insert(extra_env.begin(), extra_env.end());
-    call.timeout_seconds = 60;
-    return testing::RunAbox(call);
-  }
-
-  http::httptest::TempDir dir_;
-  std::map<std::string, std::string> env_ = {
-      {"ABOX_HOME", dir_.path() + "/home"},
-      {"ABOX_CACHE_DIR", dir_.path() + "/cache"},
-      {"ABOX_SOCKET", dir_.path() + "/run/aboxd.sock"},
-      {"ABOXD_BIN", ABOXD_FAKE_VMM},
-      {"ABOX_NO_AUTOSTART", ""},
-      {"ABOX_SECRET_STORE", "file"},  // never the person's keyring
-      {"XDG_CONFIG_HOME", dir_.path() + "/config"},
-  };
-};
+using SecretCommandsTest = testing::CliDaemonTest;
 
 TEST_F(SecretCommandsTest, SetListAndRemoveFromEachSource) {
   AboxResult piped = Abox({"secret", "set", "GH_TOKEN", "--host", "api.github.com", "--host",
