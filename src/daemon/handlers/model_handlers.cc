@@ -24,11 +24,8 @@ nlohmann::json ProviderJson(const ModelProviderView& v) {
 }  // namespace
 
 absl::Status AddModelRoutes(http::Router& router, Services& services) {
-  ModelService* models = services.models;
+  ModelService* models = services.models;  // set in aboxd; the handlers only capture it
   SandboxService* sandboxes = services.sandboxes;
-  if (models == nullptr) {
-    return absl::OkStatus();
-  }
 
   ABOX_RETURN_IF_ERROR(router.Add("GET", "/v1/models/providers",
                                   [models](Request& req, Responder& res) {
