@@ -65,12 +65,9 @@ absl::StatusOr<ModelProviderSet> DecodeModelProviderSet(absl::string_view body) 
 }
 
 nlohmann::json ToJson(const ModelUsage& u) {
-  nlohmann::json j = {{"api", u.api},
-                      {"requests", u.requests},
-                      {"errors", u.errors},
-                      {"refused", u.refused},
-                      {"input_tokens", u.input_tokens},
-                      {"output_tokens", u.output_tokens}};
+  nlohmann::json j = {
+      {"api", u.api},         {"requests", u.requests},         {"errors", u.errors},
+      {"refused", u.refused}, {"input_tokens", u.input_tokens}, {"output_tokens", u.output_tokens}};
   PutApiTime(j, "last_at", u.last_at);
   return j;
 }

@@ -16,9 +16,9 @@
 namespace abox::api {
 
 struct ModelProvider {
-  std::string api;       // "anthropic" | "openai"
-  std::string secret;    // the secret holding the key
-  std::string base_url;  // where the broker sends the API's requests
+  std::string api;          // "anthropic" | "openai"
+  std::string secret;       // the secret holding the key
+  std::string base_url;     // where the broker sends the API's requests
   bool configured = false;  // set up with PUT (else the defaults)
   bool key_stored = false;  // the secret exists
   std::optional<absl::Time> updated_at;

@@ -44,8 +44,13 @@ TEST(ModelApiTest, ASetNeedsASecretAndTakesAnOptionalBaseUrl) {
 }
 
 TEST(ModelApiTest, UsageRoundTrips) {
-  ModelUsage u{.api = "openai", .requests = 3, .errors = 1, .refused = 2, .input_tokens = 33,
-               .output_tokens = 21, .last_at = absl::FromUnixSeconds(1'700'000'000)};
+  ModelUsage u{.api = "openai",
+               .requests = 3,
+               .errors = 1,
+               .refused = 2,
+               .input_tokens = 33,
+               .output_tokens = 21,
+               .last_at = absl::FromUnixSeconds(1'700'000'000)};
   absl::StatusOr<std::vector<ModelUsage>> back = DecodeModelUsageList(
       nlohmann::json{{"sandbox_id", "abc"}, {"usage", nlohmann::json::array({ToJson(u)})}});
   ASSERT_TRUE(back.ok()) << back.status();

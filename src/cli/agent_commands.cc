@@ -110,9 +110,10 @@ int Login(LoginOptions o) {
         host = "localhost";
       }
       if (host.empty()) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(
-                        "--base-url ", o.base_url, " is not a URL: use https://HOST[:PORT][/PATH]")),
-                    2);
+        return Fail(
+            absl::InvalidArgumentError(absl::StrCat(
+                "--base-url ", o.base_url, " is not a URL: use https://HOST[:PORT][/PATH]")),
+            2);
       }
       api::SecretSet set{.spec = {{"name", o.secret},
                                   {"hosts", {host}},
@@ -145,17 +146,18 @@ int Login(LoginOptions o) {
       return Fail(p.status());
     }
     std::printf("%s\n", ForTerminal(stdout, ProviderLine(*p)).c_str());
-    std::printf("the key stays on this host: agents in sandboxes get a token for aboxd's broker "
-                "(abox agent %s)\n",
-                o.api == "anthropic" ? "claude" : "codex");
+    std::printf(
+        "the key stays on this host: agents in sandboxes get a token for aboxd's broker "
+        "(abox agent %s)\n",
+        o.api == "anthropic" ? "claude" : "codex");
     return 0;
   });
 }
 
 int Logout(const std::string& api_name) {
   return WithApi([&](client::ApiClient& api) {
-    absl::Status s = api.Delete(absl::StrCat("/v1/models/providers/", client::UrlEscape(api_name)))
-                         .status();
+    absl::Status s =
+        api.Delete(absl::StrCat("/v1/models/providers/", client::UrlEscape(api_name))).status();
     if (!s.ok()) {
       return Fail(s);
     }
@@ -187,9 +189,9 @@ int Status(bool json) {
                       p.key_stored ? "stored" : absl::StrCat("missing: abox agent login ", p.api),
                       p.base_url, p.configured ? "set" : "default"});
     }
-    std::printf("%s", ForTerminal(stdout, FormatTable({"API", "SECRET", "KEY", "BASE URL", "CONFIG"},
-                                                      rows))
-                          .c_str());
+    std::printf(
+        "%s", ForTerminal(stdout, FormatTable({"API", "SECRET", "KEY", "BASE URL", "CONFIG"}, rows))
+                  .c_str());
     return 0;
   });
 }
@@ -204,8 +206,8 @@ int Usage(const std::string& id, bool json) {
       PrintVerbatim(r->body);
       return 0;
     }
-    absl::StatusOr<std::vector<api::ModelUsage>> usage = client::DecodeAnswer(
-        *r, "GET /v1/sandboxes/{id}/models/usage", api::DecodeModelUsageList);
+    absl::StatusOr<std::vector<api::ModelUsage>> usage =
+        client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}/models/usage", api::DecodeModelUsageList);
     if (!usage.ok()) {
       return Fail(usage.status());
     }
@@ -287,8 +289,7 @@ void AddAgentCommands(CLI::App& app, Action* action, const std::vector<std::stri
   in->add_flag("--stdin", login->from_stdin,
                "Read the key from stdin (asked for, not shown, on a terminal: the default there)");
   in->add_flag("--json", login->json, "Print the API's JSON");
-  in->footer(
-      "Example: printf %s \"$ANTHROPIC_API_KEY\" | abox agent login anthropic --stdin");
+  in->footer("Example: printf %s \"$ANTHROPIC_API_KEY\" | abox agent login anthropic --stdin");
   in->callback([=] { *action = [=] { return Login(*login); }; });
 
   auto out_api = std::make_shared<std::string>();
@@ -297,7 +298,8 @@ void AddAgentCommands(CLI::App& app, Action* action, const std::vector<std::stri
   out->callback([=] { *action = [=] { return Logout(*out_api); }; });
 
   auto status_json = std::make_shared<bool>(false);
-  auto* status = agent->add_subcommand("status", "Where each model API goes and whether its key is stored");
+  auto* status =
+      agent->add_subcommand("status", "Where each model API goes and whether its key is stored");
   status->add_flag("--json", *status_json, "Print the API's JSON");
   status->callback([=] { *action = [=] { return Status(*status_json); }; });
 

@@ -2,6 +2,8 @@
 // a fake VMM (aboxd-fake-vmm, whose "guest" commands run on this host): the key is stored on the
 // host and never printed; a sandbox given a model API gets the broker's guest URL and a token of
 // its own in every command, never the key; errors say what to type.
+#include "src/cli/agent_commands.h"
+
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -11,7 +13,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "src/cli/agent_commands.h"
 #include "src/http/testing/test_server.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/cli_daemon_test.h"
@@ -79,9 +80,9 @@ TEST_F(AgentCommandsTest, BadInputSaysWhatToType) {
   AboxResult api = Abox({"agent", "login", "gemini", "--stdin"}, "k\n");
   EXPECT_EQ(api.exit_code, 2);
   EXPECT_THAT(api.err, HasSubstr("use anthropic or openai"));
-  AboxResult plain = Abox({"agent", "login", "openai", "--stdin", "--base-url",
-                           "http://models.example.com/v1"},
-                          "key-0123456789\n");
+  AboxResult plain =
+      Abox({"agent", "login", "openai", "--stdin", "--base-url", "http://models.example.com/v1"},
+           "key-0123456789\n");
   EXPECT_NE(plain.exit_code, 0);
   EXPECT_THAT(plain.err, HasSubstr("base_url"));
   AboxResult empty = Abox({"agent", "login", "anthropic", "--stdin"}, "\n");

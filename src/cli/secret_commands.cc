@@ -126,7 +126,6 @@ absl::StatusOr<std::optional<std::string>> ReadValue(const SetOptions& o) {
   return ReadSecretValue(o.name, o.from_env, o.from_file, o.from_stdin);
 }
 
-
 absl::StatusOr<nlohmann::json> SourceJson(const SetOptions& o) {
   int given = (o.from_env.empty() ? 0 : 1) + (o.from_file.empty() ? 0 : 1) +
               (o.from_stdin ? 1 : 0) + (o.from_command ? 1 : 0) + (o.vault.empty() ? 0 : 1);

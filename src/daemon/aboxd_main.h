@@ -33,8 +33,9 @@ struct AboxdFlags {
   int pool = -1;
   bool pause_on_stop = false;
   bool pause_when_idle = false;
-  int model_requests_per_minute = 600;  // idle VMs kept per shape; -1: $ABOX_POOL, else DefaultPoolSize()
-  bool foreground = true;        // the only mode; accepted for clarity
+  int model_requests_per_minute =
+      600;                 // idle VMs kept per shape; -1: $ABOX_POOL, else DefaultPoolSize()
+  bool foreground = true;  // the only mode; accepted for clarity
 };
 
 // Adds aboxd's flags to `app`, parsed into `flags` (which must outlive the parse).

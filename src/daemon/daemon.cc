@@ -92,16 +92,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Create(DaemonConfig config, Daem
   }
   d->egress_ = *std::move(egress);
   d->model_repo_ = std::make_unique<store::ModelRepo>(*d->db_, store_clock);
-  d->models_ = std::make_unique<ModelService>(*d->model_repo_, *d->secrets_, *d->grants_,
-                                              *d->events_, d->egress_->resolver(),
-                                              d->config_.upstream_ca_files,
-                                              d->config_.model_requests_per_minute);
+  d->models_ = std::make_unique<ModelService>(
+      *d->model_repo_, *d->secrets_, *d->grants_, *d->events_, d->egress_->resolver(),
+      d->config_.upstream_ca_files, d->config_.model_requests_per_minute);
   ModelService* models = d->models_.get();
-  d->grants_->set_models_check([models](const std::string& api) { return models->CheckUsable(api); });
-  d->egress_->set_model_broker(
-      [models](const std::string& id, net::TunnelStream& stream, int cancel_fd) {
-        models->Serve(id, stream, cancel_fd);
-      });
+  d->grants_->set_models_check(
+      [models](const std::string& api) { return models->CheckUsable(api); });
+  d->egress_->set_model_broker([models](const std::string& id, net::TunnelStream& stream,
+                                        int cancel_fd) { models->Serve(id, stream, cancel_fd); });
   absl::StatusOr<std::unique_ptr<WorkspaceService>> workspaces =
       WorkspaceService::Create(layout.home.string(), d->config_.workspace_budget);
   if (!workspaces.ok()) {

@@ -21,11 +21,11 @@ struct EgressPorts {
 
 // Non-blocking, close-on-exec sockets bound to 127.0.0.1.
 struct EgressSockets {
-  base::UniqueFd transparent;  // TCP listener
-  base::UniqueFd http_proxy;   // TCP listener
-  base::UniqueFd dns_tcp;      // TCP listener
-  base::UniqueFd dns_udp;      // UDP socket
-  base::UniqueFd model_broker; // TCP listener
+  base::UniqueFd transparent;   // TCP listener
+  base::UniqueFd http_proxy;    // TCP listener
+  base::UniqueFd dns_tcp;       // TCP listener
+  base::UniqueFd dns_udp;       // UDP socket
+  base::UniqueFd model_broker;  // TCP listener
 };
 
 // Binds and listens. Port 0 (tests) picks an ephemeral port per socket.

@@ -71,7 +71,8 @@ class TunnelHubTest : public ::testing::Test {
  protected:
   explicit TunnelHubTest(size_t max_tunnels = proto::kMaxTunnels, size_t max_dns = 64,
                          std::chrono::milliseconds dns_timeout = 10s) {
-    auto sockets = OpenEgressSockets({.transparent = 0, .http_proxy = 0, .dns = 0, .model_broker = 0});
+    auto sockets =
+        OpenEgressSockets({.transparent = 0, .http_proxy = 0, .dns = 0, .model_broker = 0});
     EXPECT_TRUE(sockets.ok()) << sockets.status();
     TunnelHub::Options o{.sockets = *std::move(sockets)};
     o.original_destination = [](int) -> absl::StatusOr<proto::TunnelRequest> {

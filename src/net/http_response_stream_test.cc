@@ -281,19 +281,19 @@ TEST(HttpResponseStreamTest, ObserverSeesDeframedBodiesAndEnds) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(stream.ExpectResponse({}));
   }
-  std::string wire = absl::StrCat(
-      "HTTP/1.1 100 Continue\r\n\r\n",
-      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
-      "HTTP/1.1 204 No Content\r\n\r\n",
-      "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc");
+  std::string wire = absl::StrCat("HTTP/1.1 100 Continue\r\n\r\n",
+                                  "HTTP/1.1 200 OK\r\nTransfer-Encoding: "
+                                  "chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+                                  "HTTP/1.1 204 No Content\r\n\r\n",
+                                  "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc");
   std::string down;
   for (char c : wire) {  // one byte per Feed: splits everything
     ASSERT_TRUE(stream.Feed(absl::string_view(&c, 1), &down).ok());
   }
   EXPECT_TRUE(absl::EndsWith(down, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"));
-  EXPECT_THAT(observer.events, ::testing::ElementsAre("head 200", "end hello world", "head 204",
-                                                      "end hello world", "head 200",
-                                                      "end hello worldabc"));
+  EXPECT_THAT(observer.events,
+              ::testing::ElementsAre("head 200", "end hello world", "head 204", "end hello world",
+                                     "head 200", "end hello worldabc"));
 }
 
 TEST(HttpResponseStreamTest, ObserverSeesABodyEndingAtCloseEndAtFinish) {

@@ -35,8 +35,8 @@ namespace abox::net {
 struct ModelRequestRecord {
   ModelApi api = ModelApi::kAnthropic;
   std::string method;
-  std::string route;  // the guest's path without the query (quoted for logs when refused)
-  int status = 0;     // the provider's, or the broker's own answer; 0: none arrived
+  std::string route;     // the guest's path without the query (quoted for logs when refused)
+  int status = 0;        // the provider's, or the broker's own answer; 0: none arrived
   bool refused = false;  // answered by the broker (refusals, probes, unreachable provider)
   std::string error;     // why, for refused or failed requests; "" when it went well
   uint64_t input_tokens = 0;

@@ -23,9 +23,8 @@ ModelReply Reply(int status, std::string message) {
 
 ModelBrokerFilter::ModelBrokerFilter(const ModelBrokerConfig& config)
     : config_(config),
-      requests_([this](const HttpRequestHead& head, absl::string_view /*raw*/) {
-        return OnHead(head);
-      }),
+      requests_(
+          [this](const HttpRequestHead& head, absl::string_view /*raw*/) { return OnHead(head); }),
       responses_([this](const HttpResponseHead&, const PendingRequest&) { return mask_; }) {
   responses_.set_observer(this);
 }
@@ -163,11 +162,13 @@ absl::Status ModelBrokerFilter::Bind(ModelApi api, ModelReply* refusal) {
   absl::StatusOr<ModelUpstream> upstream =
       config_.upstream ? config_.upstream(api) : DefaultModelUpstream(api);
   if (!upstream.ok()) {
-    *refusal = Reply(503, absl::IsNotFound(upstream.status())
-                              ? absl::StrCat("the ", name, " API is not configured for this "
-                                                           "sandbox: ask the host's user to enable it")
-                              : absl::StrCat("the ", name, " upstream is misconfigured: ",
-                                             upstream.status().message()));
+    *refusal =
+        Reply(503, absl::IsNotFound(upstream.status())
+                       ? absl::StrCat("the ", name,
+                                      " API is not configured for this "
+                                      "sandbox: ask the host's user to enable it")
+                       : absl::StrCat("the ", name,
+                                      " upstream is misconfigured: ", upstream.status().message()));
     return absl::FailedPreconditionError(refusal->message);
   }
   absl::StatusOr<std::string> key =
@@ -178,8 +179,9 @@ absl::Status ModelBrokerFilter::Bind(ModelApi api, ModelReply* refusal) {
                                              " API key is stored on the host: run `abox agent "
                                              "login ",
                                              ModelApiPrefix(api), "`")
-                              : absl::StrCat("the ", name, " API key could not be read on the "
-                                                           "host: ",
+                              : absl::StrCat("the ", name,
+                                             " API key could not be read on the "
+                                             "host: ",
                                              key.status().message()));
     return absl::FailedPreconditionError(refusal->message);
   }
@@ -208,15 +210,15 @@ absl::StatusOr<std::string> ModelBrokerFilter::OnHead(const HttpRequestHead& hea
     case ModelRouteKind::kProbe:
       return Refuse(head, reply_api, Reply(200, ""), /*probe=*/true);
     case ModelRouteKind::kNotFound:
-      return Refuse(head, reply_api,
-                    Reply(404, absl::StrCat("no route ", head.method, " ",
-                                            QuoteForLog(route.path, 120),
-                                            ": the broker forwards only the model API calls of "
-                                            "the supported agent CLIs")));
+      return Refuse(
+          head, reply_api,
+          Reply(404, absl::StrCat("no route ", head.method, " ", QuoteForLog(route.path, 120),
+                                  ": the broker forwards only the model API calls of "
+                                  "the supported agent CLIs")));
     case ModelRouteKind::kMethodNotAllowed: {
-      ModelReply reply = Reply(405, absl::StrCat(head.method, " is not allowed on ",
-                                                 QuoteForLog(route.path, 120), " (use ",
-                                                 route.allow, ")"));
+      ModelReply reply =
+          Reply(405, absl::StrCat(head.method, " is not allowed on ", QuoteForLog(route.path, 120),
+                                  " (use ", route.allow, ")"));
       reply.headers.push_back({"allow", route.allow});
       return Refuse(head, reply_api, std::move(reply));
     }
@@ -225,8 +227,9 @@ absl::StatusOr<std::string> ModelBrokerFilter::OnHead(const HttpRequestHead& hea
   }
   if (!HasModelToken(head, config_.token)) {
     return Refuse(head, reply_api,
-                  Reply(401, "this token is not this sandbox's broker token: use the "
-                             "ANTHROPIC_API_KEY / OPENAI_API_KEY abox set in the sandbox"));
+                  Reply(401,
+                        "this token is not this sandbox's broker token: use the "
+                        "ANTHROPIC_API_KEY / OPENAI_API_KEY abox set in the sandbox"));
   }
   if (api_ && *api_ != *route.api) {
     return Refuse(head, reply_api,
@@ -251,8 +254,8 @@ absl::StatusOr<std::string> ModelBrokerFilter::OnHead(const HttpRequestHead& hea
     }
     permit = std::move(admission.permit);
   }
-  if (!responses_.ExpectResponse({.is_head = head.method == "HEAD",
-                                  .minor_version = head.minor_version})) {
+  if (!responses_.ExpectResponse(
+          {.is_head = head.method == "HEAD", .minor_version = head.minor_version})) {
     return Refuse(head, reply_api, Reply(429, "too many pipelined requests on one connection"));
   }
   InFlight f;

@@ -92,8 +92,8 @@ class ModelBrokerFilter final : private ResponseObserver {
   HttpResponseStream responses_;
   std::optional<ModelApi> api_;
   std::optional<ModelUpstream> upstream_;
-  std::string key_;                     // the real key: only ever written into forwarded heads
-  std::optional<ValueScrubber> mask_;   // the key, masked in responses (same length)
+  std::string key_;                    // the real key: only ever written into forwarded heads
+  std::optional<ValueScrubber> mask_;  // the key, masked in responses (same length)
   std::deque<InFlight> in_flight_;
   std::optional<Refusal> refusal_;
   std::vector<ModelRequestRecord> ready_;

@@ -34,13 +34,14 @@ ModelBrokerLimiter::Admission ModelBrokerLimiter::Admit() {
     refilled_ = now;
   }
   if (in_flight_ >= options_.max_in_flight) {
-    out.why = absl::StrCat(options_.max_in_flight, " requests of this sandbox are already in flight");
+    out.why =
+        absl::StrCat(options_.max_in_flight, " requests of this sandbox are already in flight");
     out.retry_after = absl::Seconds(1);
     return out;
   }
   if (tokens_ < 1.0) {
-    out.why = absl::StrCat("this sandbox sent more than ", options_.per_minute,
-                           " requests per minute");
+    out.why =
+        absl::StrCat("this sandbox sent more than ", options_.per_minute, " requests per minute");
     out.retry_after = absl::Seconds(std::ceil((1.0 - tokens_) / per_second));
     return out;
   }

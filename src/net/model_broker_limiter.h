@@ -51,8 +51,8 @@ class ModelBrokerLimiter final : public std::enable_shared_from_this<ModelBroker
 
   struct Admission {
     bool admitted = false;
-    Permit permit;                                     // admitted
-    std::string why;                                   // refused: which cap, for the 429 text
+    Permit permit;                                      // admitted
+    std::string why;                                    // refused: which cap, for the 429 text
     absl::Duration retry_after = absl::ZeroDuration();  // refused: when to try again
   };
 

@@ -23,10 +23,10 @@ namespace abox::net {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
 using testing::HeaderValue;
 using testing::HttpReader;
 using testing::LoopbackServer;
+using ::testing::Not;
 
 constexpr char kToken[] = "sandbox-a-broker-token-0123456789abcdef";
 constexpr char kOtherToken[] = "sandbox-b-broker-token-0123456789abcdef";
@@ -35,11 +35,10 @@ constexpr char kOpenAiKey[] = "sk-proj-REALKEY-9876543210";
 
 std::string Request(absl::string_view method, absl::string_view target,
                     absl::string_view credential = absl::StrCat("x-api-key: ", kToken),
-                    absl::string_view body = "{\"stream\":true}",
-                    absl::string_view extra = "") {
-  return absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: 127.0.0.1:7777\r\n", credential,
-                      "\r\n", extra, "content-type: application/json\r\nContent-Length: ",
-                      body.size(), "\r\n\r\n", body);
+                    absl::string_view body = "{\"stream\":true}", absl::string_view extra = "") {
+  return absl::StrCat(
+      method, " ", target, " HTTP/1.1\r\nHost: 127.0.0.1:7777\r\n", credential, "\r\n", extra,
+      "content-type: application/json\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
 }
 
 // One request (head and Content-Length body) from a blocking socket; "" at EOF.
@@ -160,9 +159,8 @@ class BrokerRun final {
   ModelBrokerConfig config_;
   std::unique_ptr<testing::SocketTunnel> tunnel_;
   base::UniqueFd guest_;
-  HttpReader reader_{[this](char* buf, size_t len) -> long {
-    return ::recv(guest_.get(), buf, len, 0);
-  }};
+  HttpReader reader_{
+      [this](char* buf, size_t len) -> long { return ::recv(guest_.get(), buf, len, 0); }};
   std::mutex mu_;
   std::vector<ModelRequestRecord> records_;
   ModelBrokerOutcome outcome_;
@@ -244,9 +242,10 @@ TEST(ModelBrokerTest, ForwardsWithTheRealKeyAndNeverTheToken) {
 TEST(ModelBrokerTest, OpenAiGetsABearerKey) {
   ScriptedUpstream upstream({{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"}});
   BrokerRun run(LoopbackConfig(upstream.port()));
-  run.Send(absl::StrCat("GET /openai/v1/models?client_version=0.9 HTTP/1.1\r\nHost: x\r\n"
-                        "Authorization: Bearer ",
-                        kToken, "\r\n\r\n"));
+  run.Send(
+      absl::StrCat("GET /openai/v1/models?client_version=0.9 HTTP/1.1\r\nHost: x\r\n"
+                   "Authorization: Bearer ",
+                   kToken, "\r\n\r\n"));
   EXPECT_THAT(run.Response(), HasSubstr("200 OK"));
   run.Join();
   ASSERT_EQ(upstream.requests().size(), 1u);
@@ -382,7 +381,8 @@ TEST(ModelBrokerTest, RecordsUsageOfEachKindOfResponse) {
   std::string anthropic_sse = absl::StrCat(
       "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"
       "{\"input_tokens\":11,\"cache_read_input_tokens\":100,\"output_tokens\":1}}}\n\n",
-      "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":33}}\n\n");
+      "event: message_delta\ndata: "
+      "{\"type\":\"message_delta\",\"usage\":{\"output_tokens\":33}}\n\n");
   std::string openai_sse =
       "data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":7,"
       "\"output_tokens\":8}}}\n\n";
@@ -422,7 +422,8 @@ TEST(ModelBrokerTest, RecordsUsageOfEachKindOfResponse) {
       "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nContent-Length: ", openai_sse.size(),
       "\r\n\r\n", openai_sse)}});
   BrokerRun run2(LoopbackConfig(openai.port()));
-  run2.Send(Request("POST", "/openai/v1/responses", absl::StrCat("Authorization: Bearer ", kToken)));
+  run2.Send(
+      Request("POST", "/openai/v1/responses", absl::StrCat("Authorization: Bearer ", kToken)));
   EXPECT_THAT(run2.Response(), HasSubstr("response.completed"));
   run2.Join();
   ASSERT_EQ(run2.records().size(), 1u);
@@ -482,8 +483,10 @@ TEST(ModelBrokerTest, MissingKeyAndUnreachableProviderAnswerWhatToDo) {
   EXPECT_EQ(upstream.accepted(), 0);
 
   ModelBrokerConfig unreachable = LoopbackConfig(upstream.port());
-  unreachable.connect = [](const std::string&, uint16_t, absl::Time, int)
-      -> absl::StatusOr<UpstreamConnection> { return absl::UnavailableError("connection refused"); };
+  unreachable.connect = [](const std::string&, uint16_t, absl::Time,
+                           int) -> absl::StatusOr<UpstreamConnection> {
+    return absl::UnavailableError("connection refused");
+  };
   BrokerRun run2(unreachable);
   run2.Send(Request("POST", "/anthropic/v1/messages"));
   response = run2.Response();
@@ -498,8 +501,8 @@ TEST(ModelBrokerTest, MissingKeyAndUnreachableProviderAnswerWhatToDo) {
 
 TEST(ModelBrokerTest, MasksTheKeyIfTheProviderEchoesIt) {
   std::string body = absl::StrCat("{\"echo\":\"", kAnthropicKey, "\"}");
-  ScriptedUpstream upstream({{absl::StrCat("HTTP/1.1 400 Bad Request\r\nContent-Length: ",
-                                           body.size(), "\r\n\r\n", body)}});
+  ScriptedUpstream upstream({{absl::StrCat(
+      "HTTP/1.1 400 Bad Request\r\nContent-Length: ", body.size(), "\r\n\r\n", body)}});
   BrokerRun run(LoopbackConfig(upstream.port()));
   run.Send(Request("POST", "/anthropic/v1/messages"));
   std::string response = run.Response();

@@ -36,8 +36,8 @@ constexpr std::array<RouteRow, 4> kRoutes = {{
 }};
 
 // Paths a client probes to see whether its base URL answers.
-constexpr std::array<absl::string_view, 6> kProbePaths = {
-    "/", "/anthropic", "/anthropic/", "/openai", "/openai/v1", "/openai/v1/"};
+constexpr std::array<absl::string_view, 6> kProbePaths = {"/",       "/anthropic", "/anthropic/",
+                                                          "/openai", "/openai/v1", "/openai/v1/"};
 
 // Only unreserved path characters and '/': a path with '%', ';', '\\' or anything else a
 // provider's router could decode into another path is not a route (and so a 404).
@@ -128,9 +128,9 @@ std::pair<std::string, std::string> OpenAiTypeAndCode(int status) {
     case 429:
       return {"requests", "rate_limit_exceeded"};
     default:
-      return status >= 500 ? std::pair<std::string, std::string>{"server_error", "broker_error"}
-                           : std::pair<std::string, std::string>{"invalid_request_error",
-                                                                 "invalid_request"};
+      return status >= 500
+                 ? std::pair<std::string, std::string>{"server_error", "broker_error"}
+                 : std::pair<std::string, std::string>{"invalid_request_error", "invalid_request"};
   }
 }
 
@@ -141,8 +141,8 @@ bool IsDroppedHeader(absl::string_view name, const std::vector<std::string>& nam
   // Accept-Encoding goes too: without it the provider answers uncompressed, so the usage in
   // the response can be read (Codex asks for zstd or gzip).
   static constexpr std::array<absl::string_view, 11> kDropped = {
-      "authorization", "x-api-key",        "proxy-authorization", "cookie", "host",
-      "connection",    "proxy-connection", "keep-alive",          "te",     "upgrade",
+      "authorization",  "x-api-key",        "proxy-authorization", "cookie", "host",
+      "connection",     "proxy-connection", "keep-alive",          "te",     "upgrade",
       "accept-encoding"};
   for (absl::string_view d : kDropped) {
     if (absl::EqualsIgnoreCase(name, d)) {
@@ -282,8 +282,8 @@ ModelRoute ClassifyModelRoute(absl::string_view method, absl::string_view target
   absl::string_view rest = path;
   if (absl::ConsumePrefix(&rest, "/anthropic") && (rest.empty() || rest.front() == '/')) {
     route.api = ModelApi::kAnthropic;
-  } else if (rest = path; absl::ConsumePrefix(&rest, "/openai") &&
-                          (rest.empty() || rest.front() == '/')) {
+  } else if (rest = path;
+             absl::ConsumePrefix(&rest, "/openai") && (rest.empty() || rest.front() == '/')) {
     route.api = ModelApi::kOpenAi;
   }
   if (!IsPlainPath(path) || absl::StrContains(target, '#')) {

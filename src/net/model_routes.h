@@ -100,7 +100,7 @@ std::string RewriteModelHead(const HttpRequestHead& head, const ModelRoute& rout
 // OpenAI-style body when no API is known), `Connection: close` unless `keep_alive`.
 struct ModelReply {
   int status = 500;
-  std::string message;  // after "abox model broker: "
+  std::string message;              // after "abox model broker: "
   std::vector<HttpHeader> headers;  // extra (retry-after, allow)
 };
 std::string BuildModelErrorReply(std::optional<ModelApi> api, const ModelReply& reply,

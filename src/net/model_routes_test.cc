@@ -143,9 +143,8 @@ TEST(HasModelTokenTest, AcceptsEitherHeaderOnlyWithTheToken) {
   EXPECT_TRUE(HasModelToken(
       Head("POST / HTTP/1.1\r\nHost: x\r\nauthorization: bearer " + t + "\r\n\r\n"), t));
   EXPECT_FALSE(HasModelToken(Head("POST / HTTP/1.1\r\nHost: x\r\n\r\n"), t));
-  EXPECT_FALSE(HasModelToken(Head("POST / HTTP/1.1\r\nHost: x\r\nx-api-key: " + t.substr(1) +
-                                  "\r\n\r\n"),
-                             t));
+  EXPECT_FALSE(HasModelToken(
+      Head("POST / HTTP/1.1\r\nHost: x\r\nx-api-key: " + t.substr(1) + "\r\n\r\n"), t));
   EXPECT_FALSE(HasModelToken(
       Head("POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Basic " + t + "\r\n\r\n"), t));
   // Two credentials that disagree: refused, whichever is right.
@@ -171,8 +170,9 @@ TEST(RewriteModelHeadTest, SwapsCredentialsAndDropsHopByHop) {
   HttpRequestHead get = Head(
       "GET /openai/v1/models HTTP/1.1\r\nAuthorization: Bearer guest\r\nHost: 127.0.0.1\r\n"
       "Accept-Encoding: zstd,gzip\r\n\r\n");  // dropped: usage is read from plain bodies
-  EXPECT_EQ(RewriteModelHead(get, ClassifyModelRoute("GET", "/openai/v1/models"), openai, "sk-o1"),
-            "GET /v1/models HTTP/1.1\r\nHost: api.openai.com\r\nAuthorization: Bearer sk-o1\r\n\r\n");
+  EXPECT_EQ(
+      RewriteModelHead(get, ClassifyModelRoute("GET", "/openai/v1/models"), openai, "sk-o1"),
+      "GET /v1/models HTTP/1.1\r\nHost: api.openai.com\r\nAuthorization: Bearer sk-o1\r\n\r\n");
 }
 
 TEST(CheckModelKeyTest, RefusesKeysThatWouldBreakTheHeadWithoutQuotingThem) {
@@ -209,7 +209,8 @@ TEST(BuildModelErrorReplyTest, ShapesBodiesLikeEachProvider) {
   EXPECT_EQ(jo["error"]["message"], "abox model broker: bad \"token\"");
 
   EXPECT_TRUE(absl::EndsWith(BuildModelProbeReply(false), "\r\n\r\n{\"ok\":true}"));
-  EXPECT_TRUE(absl::EndsWith(BuildModelProbeReply(true), "content-length: 0\r\nconnection: close\r\n\r\n"));
+  EXPECT_TRUE(
+      absl::EndsWith(BuildModelProbeReply(true), "content-length: 0\r\nconnection: close\r\n\r\n"));
 }
 
 }  // namespace

@@ -102,7 +102,8 @@ ModelUsageReader::ModelUsageReader(ModelUsageKind route_usage, const HttpRespons
     : ModelUsageReader(route_usage, FormatOf(route_usage, head)) {}
 
 ModelUsageReader::ModelUsageReader(ModelUsageKind route_usage, Format format)
-    : kind_(route_usage), format_(route_usage == ModelUsageKind::kNone ? Format::kIgnored : format) {}
+    : kind_(route_usage),
+      format_(route_usage == ModelUsageKind::kNone ? Format::kIgnored : format) {}
 
 void ModelUsageReader::Feed(absl::string_view data) {
   switch (format_) {

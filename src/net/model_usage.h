@@ -56,13 +56,13 @@ class ModelUsageReader final {
   ModelUsageKind kind_;
   Format format_;
   ModelUsage usage_;
-  std::string line_;        // the SSE line being read (without its end)
+  std::string line_;           // the SSE line being read (without its end)
   bool line_skipped_ = false;  // the line grew past the bound: dropped to its end
-  bool after_cr_ = false;   // the last byte was CR (CRLF counts once)
-  std::string data_;        // the event's data lines, joined by '\n'
+  bool after_cr_ = false;      // the last byte was CR (CRLF counts once)
+  std::string data_;           // the event's data lines, joined by '\n'
   bool event_has_data_ = false;
   bool event_skipped_ = false;
-  std::string json_;        // kJson: the body so far
+  std::string json_;  // kJson: the body so far
   bool json_too_big_ = false;
 };
 

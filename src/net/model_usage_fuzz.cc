@@ -20,8 +20,9 @@ void Check(bool condition) {
   }
 }
 
-abox::net::ModelUsage Read(abox::net::ModelUsageKind kind, abox::net::ModelUsageReader::Format format,
-                           absl::string_view body, size_t a, size_t b) {
+abox::net::ModelUsage Read(abox::net::ModelUsageKind kind,
+                           abox::net::ModelUsageReader::Format format, absl::string_view body,
+                           size_t a, size_t b) {
   abox::net::ModelUsageReader reader(kind, format);
   a = std::min(a, body.size());
   b = std::min(std::max(a, b), body.size());
@@ -39,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   auto kind = (data[0] & 1) != 0 ? abox::net::ModelUsageKind::kAnthropicMessages
-                                  : abox::net::ModelUsageKind::kOpenAiResponses;
+                                 : abox::net::ModelUsageKind::kOpenAiResponses;
   auto format = (data[0] & 2) != 0 ? abox::net::ModelUsageReader::Format::kEventStream
                                    : abox::net::ModelUsageReader::Format::kJson;
   absl::string_view body(reinterpret_cast<const char*>(data) + 3, size - 3);

@@ -51,8 +51,8 @@ ModelUsage Read(ModelUsageKind kind, Format format, absl::string_view body, size
 
 TEST(ModelUsageReaderTest, ReadsAnthropicEventsHoweverTheStreamIsSplit) {
   for (size_t piece : {size_t{1}, size_t{2}, size_t{7}, size_t{64}, kAnthropicStream.size()}) {
-    ModelUsage u = Read(ModelUsageKind::kAnthropicMessages, Format::kEventStream, kAnthropicStream,
-                        piece);
+    ModelUsage u =
+        Read(ModelUsageKind::kAnthropicMessages, Format::kEventStream, kAnthropicStream, piece);
     EXPECT_TRUE(u.seen) << piece;
     EXPECT_EQ(u.input_tokens, 1125u) << piece;  // input + cache writes + cache reads
     EXPECT_EQ(u.output_tokens, 15u) << piece;   // the last message_delta
@@ -87,11 +87,11 @@ TEST(ModelUsageReaderTest, ReadsNonStreamingJson) {
 }
 
 TEST(ModelUsageReaderTest, BadJsonLeavesTheCountsAsTheyWere) {
-  std::string body = absl::StrCat(
-      kAnthropicStream.substr(0, kAnthropicStream.find("event: content_block_delta")),
-      "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":\n\n",
-      "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":-3}}\n\n",
-      "data: [\"usage\"]\n\n");
+  std::string body =
+      absl::StrCat(kAnthropicStream.substr(0, kAnthropicStream.find("event: content_block_delta")),
+                   "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":\n\n",
+                   "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":-3}}\n\n",
+                   "data: [\"usage\"]\n\n");
   ModelUsage u = Read(ModelUsageKind::kAnthropicMessages, Format::kEventStream, body, 4);
   EXPECT_EQ(u.input_tokens, 1125u);
   EXPECT_EQ(u.output_tokens, 1u);
@@ -101,8 +101,9 @@ TEST(ModelUsageReaderTest, BadJsonLeavesTheCountsAsTheyWere) {
 
 TEST(ModelUsageReaderTest, SkipsAnOverlongEventWithoutBufferingIt) {
   std::string huge(kMaxUsageEventSize + 10, 'x');
-  std::string body = absl::StrCat("data: {\"usage\":\"", huge, "\"}\n\n",
-                                  kOpenAiStream.substr(kOpenAiStream.find("event: response.completed")));
+  std::string body =
+      absl::StrCat("data: {\"usage\":\"", huge, "\"}\n\n",
+                   kOpenAiStream.substr(kOpenAiStream.find("event: response.completed")));
   ModelUsage u = Read(ModelUsageKind::kOpenAiResponses, Format::kEventStream, body, 4096);
   EXPECT_EQ(u.input_tokens, 42u);
   EXPECT_EQ(u.output_tokens, 9u);

@@ -71,7 +71,8 @@ absl::StatusOr<SandboxGrants> GrantRepo::Get(absl::string_view sandbox_id) {
   }
   ABOX_ASSIGN_OR_RETURN(
       Statement models,
-      connection.Prepare("SELECT api, token FROM sandbox_models WHERE sandbox_id = ? ORDER BY api"));
+      connection.Prepare(
+          "SELECT api, token FROM sandbox_models WHERE sandbox_id = ? ORDER BY api"));
   ABOX_RETURN_IF_ERROR(models.BindText(1, sandbox_id));
   while (true) {
     ABOX_ASSIGN_OR_RETURN(bool row, models.Step());

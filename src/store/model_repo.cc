@@ -40,10 +40,9 @@ absl::StatusOr<ModelProviderRow> ModelRepo::PutProvider(const ModelProviderRow& 
 
 absl::StatusOr<std::optional<ModelProviderRow>> ModelRepo::GetProvider(absl::string_view api) {
   Connection connection = db_->Lock();
-  ABOX_ASSIGN_OR_RETURN(
-      Statement stmt,
-      connection.Prepare(absl::StrCat("SELECT ", kProviderColumns,
-                                      " FROM model_providers WHERE api = ?")));
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare(absl::StrCat("SELECT ", kProviderColumns,
+                                                        " FROM model_providers WHERE api = ?")));
   ABOX_RETURN_IF_ERROR(stmt.BindText(1, api));
   ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) {
@@ -54,10 +53,9 @@ absl::StatusOr<std::optional<ModelProviderRow>> ModelRepo::GetProvider(absl::str
 
 absl::StatusOr<std::vector<ModelProviderRow>> ModelRepo::ListProviders() {
   Connection connection = db_->Lock();
-  ABOX_ASSIGN_OR_RETURN(
-      Statement stmt,
-      connection.Prepare(absl::StrCat("SELECT ", kProviderColumns,
-                                      " FROM model_providers ORDER BY api")));
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare(absl::StrCat("SELECT ", kProviderColumns,
+                                                        " FROM model_providers ORDER BY api")));
   std::vector<ModelProviderRow> rows;
   while (true) {
     ABOX_ASSIGN_OR_RETURN(bool row, stmt.Step());

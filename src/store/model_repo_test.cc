@@ -34,8 +34,10 @@ class ModelRepoTest : public ::testing::Test {
 
 TEST_F(ModelRepoTest, AProviderIsSetReplacedAndRemoved) {
   EXPECT_FALSE(repo_->GetProvider("anthropic")->has_value());
-  ASSERT_TRUE(repo_->PutProvider({.api = "anthropic", .secret = "ANTHROPIC_API_KEY",
-                                  .base_url = "https://api.anthropic.com"})
+  ASSERT_TRUE(repo_
+                  ->PutProvider({.api = "anthropic",
+                                 .secret = "ANTHROPIC_API_KEY",
+                                 .base_url = "https://api.anthropic.com"})
                   .ok());
   now_ += absl::Seconds(5);
   absl::StatusOr<ModelProviderRow> put = repo_->PutProvider(
@@ -58,25 +60,33 @@ TEST_F(ModelRepoTest, AnUnknownApiIsRefusedByTheSchema) {
 
 TEST_F(ModelRepoTest, UsageAddsUpPerApi) {
   EXPECT_TRUE(repo_->Usage("0123456789ab")->empty());
-  ModelUsageRow one{.sandbox_id = "0123456789ab", .api = "anthropic", .requests = 1,
-                    .input_tokens = 11, .output_tokens = 7};
+  ModelUsageRow one{.sandbox_id = "0123456789ab",
+                    .api = "anthropic",
+                    .requests = 1,
+                    .input_tokens = 11,
+                    .output_tokens = 7};
   ASSERT_TRUE(repo_->AddUsage(one).ok());
   now_ += absl::Seconds(1);
   ASSERT_TRUE(repo_->AddUsage(one).ok());
-  ASSERT_TRUE(repo_->AddUsage({.sandbox_id = "0123456789ab", .api = "anthropic", .refused = 1})
-                  .ok());
-  ASSERT_TRUE(repo_->AddUsage({.sandbox_id = "0123456789ab", .api = "openai", .requests = 1,
-                               .errors = 1})
-                  .ok());
+  ASSERT_TRUE(
+      repo_->AddUsage({.sandbox_id = "0123456789ab", .api = "anthropic", .refused = 1}).ok());
+  ASSERT_TRUE(
+      repo_->AddUsage({.sandbox_id = "0123456789ab", .api = "openai", .requests = 1, .errors = 1})
+          .ok());
   absl::StatusOr<std::vector<ModelUsageRow>> rows = repo_->Usage("0123456789ab");
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 2U);
-  EXPECT_EQ((*rows)[0], (ModelUsageRow{.sandbox_id = "0123456789ab", .api = "anthropic",
-                                        .requests = 2, .refused = 1, .input_tokens = 22,
-                                        .output_tokens = 14, .last_at = absl::FromUnixSeconds(1001)}));
+  EXPECT_EQ((*rows)[0], (ModelUsageRow{.sandbox_id = "0123456789ab",
+                                       .api = "anthropic",
+                                       .requests = 2,
+                                       .refused = 1,
+                                       .input_tokens = 22,
+                                       .output_tokens = 14,
+                                       .last_at = absl::FromUnixSeconds(1001)}));
   EXPECT_EQ((*rows)[1].errors, 1U);
   // A sandbox that does not exist has no usage row to add to.
-  EXPECT_FALSE(repo_->AddUsage({.sandbox_id = "nosuchsandbx", .api = "openai", .requests = 1}).ok());
+  EXPECT_FALSE(
+      repo_->AddUsage({.sandbox_id = "nosuchsandbx", .api = "openai", .requests = 1}).ok());
 }
 
 }  // namespace

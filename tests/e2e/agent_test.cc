@@ -70,10 +70,10 @@ class AgentE2eTest : public ::testing::Test {
   int StartServer(const std::string& api, base::ChildProcess& server) {
     int port = FreeLoopbackPort();
     auto spawned = base::ChildProcess::Spawn(
-        {.argv = {"python3", ABOX_FAKE_MODEL_SERVER, "--api", api, "--port",
-                  std::to_string(port), "--expect-key", api == "anthropic" ? kKey : kOpenAiKey,
-                  "--log", (dir_ / (api + "-requests.jsonl")).string(), "--write-path",
-                  "hello.txt", "--write-content", "hello from " + api + " in the vm\n"}});
+        {.argv = {"python3", ABOX_FAKE_MODEL_SERVER, "--api", api, "--port", std::to_string(port),
+                  "--expect-key", api == "anthropic" ? kKey : kOpenAiKey, "--log",
+                  (dir_ / (api + "-requests.jsonl")).string(), "--write-path", "hello.txt",
+                  "--write-content", "hello from " + api + " in the vm\n"}});
     if (!spawned.ok()) {
       ADD_FAILURE() << spawned.status();
       return 0;
@@ -204,8 +204,8 @@ TEST_F(AgentE2eTest, ClaudeCodeInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
   fs::create_directories(repo);
   std::ofstream(repo / "README.md") << "a repository\n";
 
-  AboxResult run = Abox({"agent", "claude", "-w", repo.string(), "--prompt",
-                         "Create hello.txt saying hello"});
+  AboxResult run =
+      Abox({"agent", "claude", "-w", repo.string(), "--prompt", "Create hello.txt saying hello"});
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   // Headless: Claude Code's stream-json on stdout, abox's summary on stderr.
   EXPECT_THAT(run.out, HasSubstr("\"type\":\"result\""));
@@ -251,10 +251,10 @@ TEST_F(AgentE2eTest, TheBrokerRefusesOtherTokensOtherRoutesAndFloods) {
   };
   // Another sandbox's (or a made-up) token: 401, and nothing reaches the provider.
   std::string other_token = absl::StrCat("abox-broker-", std::string(64, 'a'));
-  EXPECT_THAT(curl(absl::StrCat("-H 'x-api-key: ", other_token,
-                                "' -H 'content-type: application/json' --data '{}' ", url,
-                                "/v1/messages")),
-              HasSubstr("401"));
+  EXPECT_THAT(
+      curl(absl::StrCat("-H 'x-api-key: ", other_token,
+                        "' -H 'content-type: application/json' --data '{}' ", url, "/v1/messages")),
+      HasSubstr("401"));
   // A route outside the list, with the right token: 404.
   EXPECT_THAT(curl(absl::StrCat("-H \"x-api-key: $ANTHROPIC_API_KEY\" ", url, "/v1/files")),
               HasSubstr("404"));

@@ -87,21 +87,20 @@ absl::Status AddModelRoutes(http::Router& router, Services& services) {
         if (!sandbox.ok()) {
           return res.Error(sandbox.status());
         }
-        absl::StatusOr<std::vector<store::ModelUsageRow>> rows =
-            models->Usage(sandbox->record.id);
+        absl::StatusOr<std::vector<store::ModelUsageRow>> rows = models->Usage(sandbox->record.id);
         if (!rows.ok()) {
           return res.Error(rows.status());
         }
         nlohmann::json list = nlohmann::json::array();
         for (const store::ModelUsageRow& r : *rows) {
-          list.push_back(api::ToJson(api::ModelUsage{
-              .api = r.api,
-              .requests = static_cast<int64_t>(r.requests),
-              .errors = static_cast<int64_t>(r.errors),
-              .refused = static_cast<int64_t>(r.refused),
-              .input_tokens = static_cast<int64_t>(r.input_tokens),
-              .output_tokens = static_cast<int64_t>(r.output_tokens),
-              .last_at = r.last_at}));
+          list.push_back(
+              api::ToJson(api::ModelUsage{.api = r.api,
+                                          .requests = static_cast<int64_t>(r.requests),
+                                          .errors = static_cast<int64_t>(r.errors),
+                                          .refused = static_cast<int64_t>(r.refused),
+                                          .input_tokens = static_cast<int64_t>(r.input_tokens),
+                                          .output_tokens = static_cast<int64_t>(r.output_tokens),
+                                          .last_at = r.last_at}));
         }
         res.Json(200, {{"sandbox_id", sandbox->record.id},
                        {"models", sandbox->live.models},

@@ -166,8 +166,8 @@ class EgressService final {
     intercept_provider_ = std::move(provider);
   }
   // Serves a sandbox's model-broker connections (ModelService::Serve); unset: they are reset.
-  using ModelBroker = std::function<void(const std::string& sandbox_id, net::TunnelStream& stream,
-                                         int cancel_fd)>;
+  using ModelBroker =
+      std::function<void(const std::string& sandbox_id, net::TunnelStream& stream, int cancel_fd)>;
   void set_model_broker(ModelBroker broker) { model_broker_ = std::move(broker); }
 
  private:

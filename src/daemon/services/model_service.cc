@@ -64,10 +64,9 @@ absl::StatusOr<net::UpstreamConnection> ConnectProvider(const net::HostResolver&
     ABOX_ASSIGN_OR_RETURN(net::Resolution resolution, resolver.Resolve(host, deadline));
     net::FilteredAddresses filtered = resolver.Filter(resolution);
     if (filtered.usable.empty()) {
-      return absl::UnavailableError(
-          absl::StrCat(host, " has no address the broker may use (",
-                       filtered.refused.empty() ? "no answer" : absl::StrJoin(filtered.refused, ", "),
-                       ")"));
+      return absl::UnavailableError(absl::StrCat(
+          host, " has no address the broker may use (",
+          filtered.refused.empty() ? "no answer" : absl::StrJoin(filtered.refused, ", "), ")"));
     }
     addresses = std::move(filtered.usable);
   }
@@ -218,8 +217,7 @@ void ModelService::Record(const std::string& sandbox_id, const net::ModelRequest
   events_->Publish(sandbox_id, "model_request", std::move(payload));
 }
 
-void ModelService::Serve(const std::string& sandbox_id, net::TunnelStream& stream,
-                         int cancel_fd) {
+void ModelService::Serve(const std::string& sandbox_id, net::TunnelStream& stream, int cancel_fd) {
   absl::StatusOr<store::SandboxGrants> grants = grants_->Of(sandbox_id);
   if (!grants.ok() || grants->models.empty()) {
     stream.Reset(grants.ok() ? "this sandbox was given no model API (abox create --model, or "
@@ -239,9 +237,8 @@ void ModelService::Serve(const std::string& sandbox_id, net::TunnelStream& strea
   config.upstream = [this, apis](net::ModelApi api) -> absl::StatusOr<net::ModelUpstream> {
     std::string name(NameOf(api));
     if (std::find(apis.begin(), apis.end(), name) == apis.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("this sandbox was not given the ", name, " API (abox create --model ",
-                       name, ")"));
+      return absl::NotFoundError(absl::StrCat("this sandbox was not given the ", name,
+                                              " API (abox create --model ", name, ")"));
     }
     ABOX_ASSIGN_OR_RETURN(ModelProviderView view, Provider(name));
     return net::ParseModelBaseUrl(api, view.base_url);
@@ -252,7 +249,8 @@ void ModelService::Serve(const std::string& sandbox_id, net::TunnelStream& strea
     absl::StatusOr<secrets::SecretValue> value = secrets_->Resolve(view.secret);
     if (!value.ok()) {
       if (absl::IsNotFound(value.status())) {
-        return absl::NotFoundError(absl::StrCat("no ", name, " API key is stored on the host: run `abox agent login ", name, "`"));
+        return absl::NotFoundError(absl::StrCat(
+            "no ", name, " API key is stored on the host: run `abox agent login ", name, "`"));
       }
       return value.status();
     }

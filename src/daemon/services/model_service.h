@@ -40,8 +40,8 @@ namespace abox::daemon {
 // One API's provider as the API shows it.
 struct ModelProviderView {
   std::string api;
-  std::string secret;    // the secret holding the key
-  std::string base_url;  // where requests go
+  std::string secret;       // the secret holding the key
+  std::string base_url;     // where requests go
   bool configured = false;  // set with `abox agent login` (else the defaults above)
   bool key_stored = false;  // the secret exists
   std::optional<absl::Time> updated_at;
@@ -61,8 +61,8 @@ class ModelService final {
   // a bad base URL or secret name; NotFound (saying how to add it) when the secret does not
   // exist. An empty `base_url` keeps the current one.
   [[nodiscard]] absl::StatusOr<ModelProviderView> SetProvider(const std::string& api,
-                                                             const std::string& secret,
-                                                             const std::string& base_url);
+                                                              const std::string& secret,
+                                                              const std::string& base_url);
   // Back to the defaults. NotFound when it was not set up.
   [[nodiscard]] absl::Status RemoveProvider(const std::string& api);
 

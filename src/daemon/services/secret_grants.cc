@@ -14,10 +14,10 @@
 #include "absl/strings/strip.h"
 #include "spdlog/spdlog.h"
 #include "src/base/status_macros.h"
+#include "src/daemon/services/model_grants.h"
 #include "src/net/git_ref_policy.h"
 #include "src/net/host_name.h"
 #include "src/proto/messages.h"
-#include "src/daemon/services/model_grants.h"
 #include "src/secrets/placeholder.h"
 
 namespace abox::daemon {
