@@ -187,6 +187,9 @@ absl::StatusOr<std::shared_ptr<const net::UpstreamTrust>> ModelService::Trust() 
 }
 
 void ModelService::Record(const std::string& sandbox_id, const net::ModelRequestRecord& r) {
+  if (r.refused && r.status == 200) {
+    return;  // a health probe the broker answered: neither a request nor a refusal
+  }
   store::ModelUsageRow delta{.sandbox_id = sandbox_id, .api = std::string(NameOf(r.api))};
   if (r.refused) {
     delta.refused = 1;
