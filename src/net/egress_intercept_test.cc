@@ -119,8 +119,10 @@ class EgressInterceptTest : public EgressProxyTest {
     Guest guest = Open(*proxy, Transparent(upstream.port()));
     std::unique_ptr<GuestTls> tls = ConnectTrustingAbox(guest, host);
     ASSERT_NE(tls, nullptr);
-    // Sent at once: it must wait for the upstream's verification, and never go past it.
-    ASSERT_TRUE(tls->Write(ApiRequest(host, "/v1")));
+    // Sent at once: it must wait for the upstream's verification, and never go past it. (A
+    // proxy that failed the verification before this write may have answered and closed its
+    // side already, so the write may fail (seen once under ASan); the answer is read anyway.)
+    (void)tls->Write(ApiRequest(host, "/v1"));
     std::optional<HttpReply> reply = tls->ReadReply();
     ASSERT_TRUE(reply.has_value());
     EXPECT_EQ(reply->status, 502);

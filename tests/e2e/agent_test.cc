@@ -23,6 +23,7 @@
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
 #include "tests/testing/loopback_ports.h"
+#include "tests/testing/test_ca.h"
 
 namespace abox::testing {
 namespace {
@@ -32,6 +33,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr char kKey[] = "sk-ant-real-key-4f2b9d07c1e84a6b";
+constexpr char kProviderName[] = "api.model.test";
 constexpr char kOpenAiKey[] = "sk-proj-real-key-9e1d5c3b7a2f4860";
 // The Claude Code release the image is built with: pinned, so a new release cannot change
 // what this test sees (bump it on purpose).
@@ -50,13 +52,23 @@ class AgentE2eTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::path(home_.path()) / "model";
     fs::create_directories(dir_);
+    // The Anthropic fake speaks HTTPS as api.model.test, with a test CA's certificate that the
+    // broker verifies; the name reaches the loopback through the test-only resolver override.
+    ASSERT_TRUE(MakeTestCa(dir_, {kProviderName}));
     port_ = StartServer("anthropic", server_);
     ASSERT_NE(port_, 0);
+    fs::path override_file = dir_ / "resolver-override.json";
+    std::ofstream(override_file) << nlohmann::json{{kProviderName, {"127.0.0.1"}}}.dump();
     daemon_ = std::make_unique<AboxdProcess>(home_);
     // A low rate, so that a flood of a few dozen requests meets it whatever the machine's speed.
-    ASSERT_TRUE(daemon_->Start({"--model-requests-per-minute", "6"}).ok()) << daemon_->Log();
+    ASSERT_TRUE(daemon_
+                    ->Start({"--model-requests-per-minute", "6", "--test-resolver-override",
+                             override_file.string(), "--test-upstream-ca",
+                             (dir_ / "ca.pem").string()})
+                    .ok())
+        << daemon_->Log();
     AboxResult login = Abox({"agent", "login", "anthropic", "--stdin", "--base-url",
-                             absl::StrCat("http://127.0.0.1:", port_)},
+                             absl::StrCat("https://", kProviderName, ":", port_)},
                             std::string(kKey) + "\n");
     ASSERT_EQ(login.exit_code, 0) << login.err;
   }
@@ -69,11 +81,16 @@ class AgentE2eTest : public ::testing::Test {
   // requests go to <api>-requests.jsonl; its script writes hello.txt through the agent's tool.
   int StartServer(const std::string& api, base::ChildProcess& server) {
     int port = FreeLoopbackPort();
-    auto spawned = base::ChildProcess::Spawn(
-        {.argv = {"python3", ABOX_FAKE_MODEL_SERVER, "--api", api, "--port", std::to_string(port),
-                  "--expect-key", api == "anthropic" ? kKey : kOpenAiKey, "--log",
-                  (dir_ / (api + "-requests.jsonl")).string(), "--write-path", "hello.txt",
-                  "--write-content", "hello from " + api + " in the vm\n"}});
+    std::vector<std::string> argv = {
+        "python3", ABOX_FAKE_MODEL_SERVER, "--api", api, "--port", std::to_string(port),
+        "--expect-key", api == "anthropic" ? kKey : kOpenAiKey, "--log",
+        (dir_ / (api + "-requests.jsonl")).string(), "--write-path", "hello.txt",
+        "--write-content", "hello from " + api + " in the vm\n"};
+    if (api == "anthropic") {  // HTTPS; the OpenAI fake stays a plain-HTTP local server
+      argv.insert(argv.end(), {"--tls-cert", (dir_ / "leaf.pem").string(), "--tls-key",
+                               (dir_ / "leaf.key").string()});
+    }
+    auto spawned = base::ChildProcess::Spawn({.argv = argv});
     if (!spawned.ok()) {
       ADD_FAILURE() << spawned.status();
       return 0;

@@ -26,6 +26,7 @@
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
 #include "tests/testing/loopback_ports.h"
+#include "tests/testing/test_ca.h"
 
 namespace abox::testing {
 namespace {
@@ -57,16 +58,7 @@ class SecretsE2eTest : public ::testing::Test {
     fs::create_directories(dir_ / "repos");
     const std::string d = dir_.string();
     // A test CA and a leaf for the api and git names, as a real forge would have.
-    std::ofstream(dir_ / "ext.cnf") << "subjectAltName=DNS:" << kApi << ",DNS:" << kGit << "\n";
-    ASSERT_EQ(Sh(absl::StrCat(
-                  "cd ", d,
-                  "; openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=abox-test-ca "
-                  "-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign "
-                  "-keyout ca.key -out ca.pem; openssl req -newkey rsa:2048 -nodes -subj /CN=",
-                  kApi,
-                  " -keyout leaf.key -out leaf.csr; openssl x509 -req -in leaf.csr -CA ca.pem "
-                  "-CAkey ca.key -CAcreateserial -days 1 -extfile ext.cnf -out leaf.pem")),
-              0);
+    ASSERT_TRUE(MakeTestCa(dir_, {kApi, kGit}));
     // The forge's repository, which pushes may update.
     ASSERT_EQ(Sh(absl::StrCat("git init -q --bare ", d, "/repos/acme/app.git; git -C ", d,
                               "/repos/acme/app.git config http.receivepack true")),

@@ -55,6 +55,7 @@ not) reports INPUT_TOKENS = 11 input and OUTPUT_TOKENS = 7 output tokens.
   count_tokens answers {"input_tokens": 11} (not a reply: no output tokens).
 
 usage: fake_model_server.py --api anthropic|openai [--prefix P] [--expect-key KEY]
+                            [--port N] [--tls-cert PEM --tls-key PEM]
                             [--log FILE] [--write-path PATH --write-content TEXT]
 """
 import argparse
@@ -62,6 +63,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import sys
 import threading
 import time
@@ -428,6 +430,8 @@ def main():
     p = argparse.ArgumentParser(description="scripted fake model server")
     p.add_argument("--api", choices=["anthropic", "openai"], required=True)
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM)")
+    p.add_argument("--tls-key", help="and this key (PEM)")
     p.add_argument("--prefix", default="")
     p.add_argument("--expect-key")
     p.add_argument("--log")
@@ -440,6 +444,11 @@ def main():
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        # HTTPS, as a real provider: the broker must verify this certificate (a test CA's).
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
 
     def stop(*_):
         raise SystemExit(0)
