@@ -61,11 +61,11 @@ class AgentE2eTest : public ::testing::Test {
     std::ofstream(override_file) << nlohmann::json{{kProviderName, {"127.0.0.1"}}}.dump();
     daemon_ = std::make_unique<AboxdProcess>(home_);
     // A low rate, so that a flood of a few dozen requests meets it whatever the machine's speed.
-    ASSERT_TRUE(daemon_
-                    ->Start({"--model-requests-per-minute", "6", "--test-resolver-override",
-                             override_file.string(), "--test-upstream-ca",
-                             (dir_ / "ca.pem").string()})
-                    .ok())
+    ASSERT_TRUE(
+        daemon_
+            ->Start({"--model-requests-per-minute", "6", "--test-resolver-override",
+                     override_file.string(), "--test-upstream-ca", (dir_ / "ca.pem").string()})
+            .ok())
         << daemon_->Log();
     AboxResult login = Abox({"agent", "login", "anthropic", "--stdin", "--base-url",
                              absl::StrCat("https://", kProviderName, ":", port_)},
@@ -81,11 +81,13 @@ class AgentE2eTest : public ::testing::Test {
   // requests go to <api>-requests.jsonl; its script writes hello.txt through the agent's tool.
   int StartServer(const std::string& api, base::ChildProcess& server) {
     int port = FreeLoopbackPort();
-    std::vector<std::string> argv = {
-        "python3", ABOX_FAKE_MODEL_SERVER, "--api", api, "--port", std::to_string(port),
-        "--expect-key", api == "anthropic" ? kKey : kOpenAiKey, "--log",
-        (dir_ / (api + "-requests.jsonl")).string(), "--write-path", "hello.txt",
-        "--write-content", "hello from " + api + " in the vm\n"};
+    std::vector<std::string> argv = {"python3",         ABOX_FAKE_MODEL_SERVER,
+                                     "--api",           api,
+                                     "--port",          std::to_string(port),
+                                     "--expect-key",    api == "anthropic" ? kKey : kOpenAiKey,
+                                     "--log",           (dir_ / (api + "-requests.jsonl")).string(),
+                                     "--write-path",    "hello.txt",
+                                     "--write-content", "hello from " + api + " in the vm\n"};
     if (api == "anthropic") {  // HTTPS; the OpenAI fake stays a plain-HTTP local server
       argv.insert(argv.end(), {"--tls-cert", (dir_ / "leaf.pem").string(), "--tls-key",
                                (dir_ / "leaf.key").string()});

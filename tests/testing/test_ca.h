@@ -31,7 +31,8 @@ inline bool MakeTestCa(const std::filesystem::path& dir, const std::vector<std::
       names.front(),
       " -keyout leaf.key -out leaf.csr && openssl x509 -req -in leaf.csr -CA ca.pem "
       "-CAkey ca.key -CAcreateserial -days 1 -extfile ext.cnf -out leaf.pem");
-  return std::system(absl::StrCat("sh -ec \"", script, "\" >/dev/null 2>&1").c_str()) == 0;  // NOLINT
+  return std::system(absl::StrCat("sh -ec \"", script, "\" >/dev/null 2>&1").c_str()) ==
+         0;  // NOLINT
 }
 
 }  // namespace abox::testing
