@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/base/child_process.h"
+#include "src/workspace/testing/scratch_tree.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
 #include "tests/testing/loopback_ports.h"
@@ -39,13 +40,6 @@ constexpr char kOpenAiKey[] = "sk-proj-real-key-9e1d5c3b7a2f4860";
 // what this test sees (bump it on purpose).
 constexpr char kClaudeAgent[] = "claude@2.1.332";
 constexpr char kCodexAgent[] = "codex@0.171.0";
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class AgentE2eTest : public ::testing::Test {
  protected:
@@ -145,19 +139,15 @@ class AgentE2eTest : public ::testing::Test {
 
   // A shell command in the sandbox; returns stdout + stderr + "exit=N".
   std::string Guest(const std::string& id, const std::string& script, bool root = false) {
-    std::vector<std::string> args = {"exec", id};
-    if (root) {
-      args.push_back("--root");
-    }
-    args.insert(args.end(), {"--", "sh", "-c", script + "; echo exit=$?"});
-    AboxResult r = Abox(args);
+    AboxResult r = Abox(GuestShellArgs(id, script, root));
     return r.out + r.err;
   }
 
   std::vector<nlohmann::json> Requests(const std::string& api = "anthropic") {
     std::vector<nlohmann::json> out;
     for (absl::string_view line :
-         absl::StrSplit(ReadAll(dir_ / (api + "-requests.jsonl")), '\n', absl::SkipEmpty())) {
+         absl::StrSplit(workspace::testing::ReadWholeFile(dir_ / (api + "-requests.jsonl")), '\n',
+                        absl::SkipEmpty())) {
       out.push_back(nlohmann::json::parse(line));
     }
     return out;
@@ -169,7 +159,7 @@ class AgentE2eTest : public ::testing::Test {
                              "' 'http://abox/v1/events?since=0&sandbox=", id, "' > '", file,
                              "' 2>/dev/null")
                     .c_str());
-    return ReadAll(file);
+    return workspace::testing::ReadWholeFile(file);
   }
 
   DaemonHome home_;
@@ -261,9 +251,13 @@ TEST_F(AgentE2eTest, ClaudeCodeInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
 }
 
 TEST_F(AgentE2eTest, TheBrokerRefusesOtherTokensOtherRoutesAndFloods) {
-  AboxResult created = Abox({"create", "--json", "--model", "anthropic"});
+  // Egress none: the broker is the host's own client of the provider, not a policy exception.
+  AboxResult created = Abox({"create", "--json", "--model", "anthropic", "--egress", "none"});
   ASSERT_EQ(created.exit_code, 0) << created.err;
   std::string id = nlohmann::json::parse(created.out)["id"];
+  EXPECT_THAT(Guest(id, absl::StrCat("curl -sk --max-time 20 https://", kProviderName, ":", port_,
+                                     "/v1/messages")),
+              Not(HasSubstr("exit=0")));
   const std::string url = "http://127.0.0.1:15080/anthropic";
   auto curl = [&](const std::string& args) {
     return Guest(id, absl::StrCat("curl -s -o /dev/null -w '%{http_code}\\n' ", args));

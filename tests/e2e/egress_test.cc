@@ -88,12 +88,7 @@ class EgressE2eTest : public ::testing::Test {
 
   // A shell command in the sandbox; returns stdout + "exit=N".
   std::string Guest(const std::string& id, const std::string& script, bool root = false) {
-    std::vector<std::string> args = {"exec", id};
-    if (root) {
-      args.push_back("--root");
-    }
-    args.insert(args.end(), {"--", "sh", "-c", script + "; echo exit=$?"});
-    AboxResult r = Abox(args);
+    AboxResult r = Abox(GuestShellArgs(id, script, root));
     return r.out + r.err;
   }
 

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/base/child_process.h"
+#include "src/workspace/testing/scratch_tree.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/aboxd_process.h"
 #include "tests/testing/loopback_ports.h"
@@ -39,13 +40,6 @@ constexpr char kApi[] = "api.secret.test";
 constexpr char kGit[] = "git.secret.test";
 constexpr char kOther[] = "other.secret.test";
 constexpr char kValue[] = "real-value-7f3a9c2e51d84b06";
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 int Sh(const std::string& script) {
   return std::system(absl::StrCat("sh -ec '", script, "' >/dev/null 2>&1").c_str());  // NOLINT
@@ -106,20 +100,15 @@ class SecretsE2eTest : public ::testing::Test {
 
   // A shell command in the sandbox; returns stdout + stderr + "exit=N".
   std::string Guest(const std::string& id, const std::string& script, bool root = false) {
-    std::vector<std::string> args = {"exec", id};
-    if (root) {
-      args.push_back("--root");
-    }
-    args.insert(args.end(), {"--", "sh", "-c", script + "; echo exit=$?"});
-    AboxResult r = Abox(args);
+    AboxResult r = Abox(GuestShellArgs(id, script, root));
     return r.out + r.err;
   }
 
   // The requests the upstream received.
   std::vector<nlohmann::json> Requests() {
     std::vector<nlohmann::json> out;
-    for (absl::string_view line :
-         absl::StrSplit(ReadAll(dir_ / "requests.jsonl"), '\n', absl::SkipEmpty())) {
+    for (absl::string_view line : absl::StrSplit(
+             workspace::testing::ReadWholeFile(dir_ / "requests.jsonl"), '\n', absl::SkipEmpty())) {
       out.push_back(nlohmann::json::parse(line));
     }
     return out;
@@ -187,7 +176,7 @@ TEST_F(SecretsE2eTest, TheGuestHoldsAPlaceholderAndTheBoundHostGetsTheValue) {
                            "' 'http://abox/v1/events?since=0&sandbox=", id, "' > '", events_file,
                            "' 2>/dev/null")
                   .c_str());
-  std::string events = ReadAll(events_file);
+  std::string events = workspace::testing::ReadWholeFile(events_file);
   EXPECT_THAT(events, HasSubstr("secret_leak_blocked"));
   EXPECT_THAT(events, Not(HasSubstr(kValue)));
 
@@ -245,7 +234,8 @@ TEST_F(SecretsE2eTest, TheGuestHoldsAPlaceholderAndTheBoundHostGetsTheValue) {
       }
       if (!it->is_symlink() && it->is_regular_file()) {
         ++files;
-        EXPECT_THAT(ReadAll(it->path()), Not(HasSubstr(kValue))) << it->path();
+        EXPECT_THAT(workspace::testing::ReadWholeFile(it->path()), Not(HasSubstr(kValue)))
+            << it->path();
       }
     }
     return files;

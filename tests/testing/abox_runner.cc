@@ -243,6 +243,16 @@ AboxResult BuildSharedImage(const std::vector<std::string>& args) {
   return RunAbox(call);  // the lock goes with `lock`
 }
 
+std::vector<std::string> GuestShellArgs(const std::string& id, const std::string& script,
+                                        bool root) {
+  std::vector<std::string> args = {"exec", id};
+  if (root) {
+    args.push_back("--root");
+  }
+  args.insert(args.end(), {"--", "sh", "-c", script + "; echo exit=$?"});
+  return args;
+}
+
 pid_t ListenerPid(const std::string& path) {
   base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};

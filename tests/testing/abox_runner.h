@@ -47,6 +47,11 @@ std::vector<pid_t> ProcessesMatching(const std::string& needle);
 // The direct children of `parent` (from /proc/<pid>/stat).
 std::vector<pid_t> ChildrenOf(pid_t parent);
 
+// `abox exec` arguments that run `script` with sh in sandbox `id` (as root with `root`) and
+// print "exit=N" after it, so a test reads the script's status from its output.
+std::vector<std::string> GuestShellArgs(const std::string& id, const std::string& script,
+                                        bool root = false);
+
 // Files and directories under `dir` (recursively), relative paths.
 std::vector<std::string> ListTree(const std::string& dir);
 

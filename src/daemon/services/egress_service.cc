@@ -269,7 +269,12 @@ void EgressService::Handle(const std::string& sandbox_id,
   {
     std::lock_guard lock(mu_);
     auto it = running_.find(sandbox_id);
-    if (it != running_.end() && it->second.merged.mode != net::EgressPolicy::Mode::kNone) {
+    // Mode none leaves the guest no way out, but the model broker is not a way out: it is the
+    // host's own client of the provider the person set up (decision 0019), so its tunnels
+    // still reach the proxy, which hands them to the broker.
+    bool broker = tunnel->info().kind == net::TunnelInfo::Kind::kModelBroker;
+    if (it != running_.end() &&
+        (broker || it->second.merged.mode != net::EgressPolicy::Mode::kNone)) {
       proxy = it->second.proxy;
     }
   }
