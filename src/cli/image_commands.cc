@@ -4,12 +4,14 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "src/base/self_path.h"
 #include "src/cli/output.h"
 #include "src/image/image_build.h"
+#include "src/image/image_presets.h"
 #include "src/image/image_store.h"
 #include "src/proto/frame.h"
 
@@ -19,14 +21,28 @@ std::vector<std::string> SplitPackageList(const std::string& text) {
   return absl::StrSplit(text, absl::ByAnyChar(", \t\n"), absl::SkipEmpty());
 }
 
+std::string ImagePresetHelp() {
+  std::string out = "Package set:";
+  for (const image::ImagePreset& p : image::ImagePresets()) {
+    absl::StrAppend(&out, "\n  ", p.name, ": ", p.summary);
+  }
+  return out;
+}
+
 int ImageBuild(const ImageBuildOptions& options) {
   auto paths = base::ResolveHostLayout();
   if (!paths.ok()) {
     PrintError(paths.status());
     return 1;
   }
+  if (absl::StatusOr<const image::ImagePreset*> preset = image::FindImagePreset(options.preset);
+      !preset.ok()) {
+    PrintError(preset.status());
+    return 2;
+  }
   image::BuildOptions b;
-  b.name = options.name;
+  b.name = options.name.empty() ? image::DefaultImageNameFor(options.preset) : options.name;
+  b.preset = options.preset;
   b.extra_packages = options.packages;
   b.force = options.force;
   b.protocol_version = proto::kProtocolVersion;
@@ -55,9 +71,10 @@ int ImageBuild(const ImageBuildOptions& options) {
     return 1;
   }
   const auto& m = result->manifest;
-  std::printf("image %s %s: kernel %s, %zu packages, agent %s (protocol %u)\n  %s\n",
+  std::printf("image %s %s: preset %s, kernel %s, %zu packages, agent %s (protocol %u)\n  %s\n",
               m.name.c_str(), result->up_to_date ? "is up to date" : "built",
-              m.kernel_version.c_str(), m.packages.size(), m.agent_version.c_str(),
+              m.preset.empty() ? "minimal" : m.preset.c_str(), m.kernel_version.c_str(),
+              m.packages.size(), m.agent_version.c_str(),
               m.protocol_version, result->dir.c_str());
   for (const auto& a : m.coding_agents) {
     std::printf("  %s %s: %s -> %s\n", a.name.c_str(), a.version.c_str(), a.command.c_str(),
@@ -92,6 +109,7 @@ int ImageList(bool json) {
         j["agent_version"] = m.agent_version;
         j["protocol_version"] = m.protocol_version;
         j["suite"] = m.suite;
+        j["preset"] = m.preset.empty() ? "minimal" : m.preset;
         j["packages"] = m.packages.size();
         j["size_bytes"] = size;
         nlohmann::json agents = nlohmann::json::array();
@@ -119,7 +137,7 @@ int ImageList(bool json) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& img : *images) {
     if (!img.manifest.ok()) {
-      rows.push_back({img.name, "-", "-", "-", "-", "-",
+      rows.push_back({img.name, "-", "-", "-", "-", "-", "-",
                       "broken: " + std::string(img.manifest.status().message())});
       continue;
     }
@@ -135,13 +153,14 @@ int ImageList(bool json) {
     for (const auto& a : m.coding_agents) {
       agents.push_back(a.name + " " + a.version);
     }
-    rows.push_back({img.name, m.created_at, m.kernel_version,
+    rows.push_back({img.name, m.preset.empty() ? "minimal" : m.preset, m.created_at,
+                    m.kernel_version,
                     m.agent_version + " (protocol " + std::to_string(m.protocol_version) + ")",
                     agents.empty() ? "-" : absl::StrJoin(agents, ", "), HumanBytes(size), status});
   }
   std::printf(
       "%s",
-      FormatTable({"NAME", "CREATED", "KERNEL", "AGENT", "CODING AGENTS", "SIZE", "STATUS"}, rows)
+      FormatTable({"NAME", "PRESET", "CREATED", "KERNEL", "AGENT", "CODING AGENTS", "SIZE", "STATUS"}, rows)
           .c_str());
   return 0;
 }

@@ -6,7 +6,8 @@
 namespace abox::cli {
 
 struct ImageBuildOptions {
-  std::string name = "default";
+  std::string name;  // empty: image::DefaultImageNameFor(preset)
+  std::string preset = "developer";
   std::vector<std::string> packages;
   bool force = false;
   std::string guest_binary;         // hidden: another abox-guest binary (tests use a hostile one)
@@ -15,6 +16,9 @@ struct ImageBuildOptions {
 
 // "a,b c" -> {"a", "b", "c"}.
 std::vector<std::string> SplitPackageList(const std::string& text);
+
+// --preset's help: every preset with its summary.
+std::string ImagePresetHelp();
 
 int ImageBuild(const ImageBuildOptions& options);
 int ImageList(bool json);

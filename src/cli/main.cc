@@ -82,7 +82,13 @@ int main(int argc, char** argv) {
   std::string packages;
   auto* build_cmd = image_cmd->add_subcommand(
       "build", "Build a Debian guest image (rootfs, kernel, initramfs) from Debian packages");
-  build_cmd->add_option("--name", build.name, "Image name")->capture_default_str();
+  build_cmd->add_option("--name", build.name,
+                        "Image name (default: \"default\" for the developer preset, else the "
+                        "preset's name)");
+  build_cmd
+      ->add_option("--preset", build.preset,
+                   abox::cli::ImagePresetHelp())
+      ->capture_default_str();
   build_cmd->add_option("--packages", packages, "Extra Debian packages, comma- or space-separated");
   build_cmd->add_flag("--force", build.force, "Rebuild even when the image is up to date");
   build_cmd

@@ -16,6 +16,7 @@
 #include "src/base/status_macros.h"
 #include "src/image/fs_util.h"
 #include "src/image/image_name.h"
+#include "src/image/image_presets.h"
 #include "src/image/initramfs.h"
 #include "src/image/sha256.h"
 
@@ -167,7 +168,10 @@ absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths, const Buil
   in.suite = opts.suite;
   in.mirror = opts.mirror;
   ABOX_ASSIGN_OR_RETURN(in.arch, HostDebianArch());
-  in.packages = PackageSet(opts.extra_packages);
+  ABOX_ASSIGN_OR_RETURN(const ImagePreset* preset, FindImagePreset(opts.preset));
+  std::vector<std::string> wanted = preset->packages;
+  wanted.insert(wanted.end(), opts.extra_packages.begin(), opts.extra_packages.end());
+  in.packages = PackageSet(wanted);
   ABOX_RETURN_IF_ERROR(ValidateRootfsInputs(in));
 
   std::error_code ec;
@@ -259,6 +263,7 @@ absl::StatusOr<BuildResult> BuildImage(const base::HostLayout& paths, const Buil
   m.mirror = in.mirror;
   m.arch = in.arch;
   m.extra_packages = opts.extra_packages;
+  m.preset = opts.preset;
   m.packages = entry->packages;
   m.initramfs_modules = entry->modules;
   m.rootfs_key = key;

@@ -26,7 +26,8 @@ inline constexpr char kKernelCmdline[] =
 
 struct BuildOptions {
   std::string name = "default";
-  std::vector<std::string> extra_packages;  // on top of kDefaultPackages
+  std::string preset = "developer";         // see image_presets.h
+  std::vector<std::string> extra_packages;  // on top of kDefaultPackages and the preset's
   std::string suite = kDefaultSuite;
   std::string mirror = kDefaultMirror;
   std::filesystem::path agent_binary;  // static abox-guest; becomes /init

@@ -1,4 +1,5 @@
 #include "src/image/image_build.h"
+#include "src/image/image_presets.h"
 
 #include <elf.h>
 
@@ -30,6 +31,7 @@ class ImageBuildTest : public ::testing::Test {
     paths_.cache_dir = tmp_.path() / "cache";
     opts_.agent_binary = tmp_.path() / "abox-guest";
     opts_.protocol_version = 7;
+    opts_.preset = "minimal";  // SeedCache's package set: abox's own needs only
     WriteFileOrDie(opts_.agent_binary, Elf(false, "agent v1"));
   }
 
@@ -103,7 +105,25 @@ TEST_F(ImageBuildTest, RejectsBadOptionsBeforeDoingWork) {
   EXPECT_NE(Build().status().message().find("dynamically linked"), std::string::npos);
   opts_.agent_binary = tmp_.path() / "missing";
   EXPECT_NE(Build().status().message().find("missing"), std::string::npos);
+  WriteFileOrDie(opts_.agent_binary, Elf(false, "agent v1"));
+  opts_.preset = "pyhton";
+  EXPECT_NE(Build().status().message().find("unknown image preset 'pyhton'"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(paths_.ImagesDir()));
+}
+
+TEST_F(ImageBuildTest, ThePresetIsRecordedAndItsPackagesAreBuiltIn) {
+  SeedCache();
+  absl::StatusOr<BuildResult> minimal = Build();
+  ASSERT_TRUE(minimal.ok()) << minimal.status();
+  EXPECT_EQ(minimal->manifest.preset, "minimal");
+  // The developer preset is another package set, so another rootfs key (not in the cache).
+  RootfsInputs in;
+  in.arch = *HostDebianArch();
+  in.packages = PackageSet({});
+  const std::string minimal_key = RootfsCacheKey(in);
+  in.packages = PackageSet((*FindImagePreset("developer"))->packages);
+  EXPECT_NE(RootfsCacheKey(in), minimal_key);
+  EXPECT_EQ(minimal->manifest.rootfs_key, minimal_key);
 }
 
 TEST_F(ImageBuildTest, UsesCacheThenIsNoOpThenRebuildsOnlyInitramfsForNewAgent) {

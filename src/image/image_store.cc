@@ -8,6 +8,7 @@
 #include "src/base/status_macros.h"
 #include "src/image/fs_util.h"
 #include "src/image/image_name.h"
+#include "src/image/image_presets.h"
 #include "src/image/sha256.h"
 
 namespace abox::image {
@@ -39,8 +40,15 @@ absl::StatusOr<Manifest> ReadManifest(const base::HostLayout& paths, const std::
 }  // namespace
 
 std::string BuildCommandFor(const std::string& name, bool force) {
-  return absl::StrCat("abox image build", name == "default" ? "" : absl::StrCat(" --name ", name),
-                      force ? " --force" : "");
+  std::string what;
+  if (name == "default") {
+    what = "";
+  } else if (name != kDeveloperPreset && FindImagePreset(name).ok()) {
+    what = absl::StrCat(" --preset ", name);  // builds image `name` (DefaultImageNameFor)
+  } else {
+    what = absl::StrCat(" --name ", name);
+  }
+  return absl::StrCat("abox image build", what, force ? " --force" : "");
 }
 
 absl::StatusOr<std::vector<ListedImage>> ListImages(const base::HostLayout& paths) {

@@ -112,6 +112,9 @@ std::string ManifestToJson(const Manifest& m) {
       {"inputs", m.inputs},
       {"builder_version", m.builder_version},
   };
+  if (!m.preset.empty()) {
+    j["preset"] = m.preset;
+  }
   if (!m.coding_agents.empty()) {  // absent when empty: older readers see an unchanged layout
     json agents = json::array();
     for (const ManifestAgent& a : m.coding_agents) {
@@ -161,6 +164,12 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text) {
   const json* artifacts = r.Object("artifacts");
   if (!r.status().ok()) {
     return r.status();
+  }
+  if (auto it = j.find("preset"); it != j.end()) {
+    if (!it->is_string()) {
+      return absl::InvalidArgumentError("manifest field 'preset' is not a string");
+    }
+    m.preset = it->get<std::string>();
   }
   if (auto it = j.find("coding_agents"); it != j.end()) {
     if (!it->is_array()) {

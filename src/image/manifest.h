@@ -59,6 +59,9 @@ struct Manifest {
   std::string suite;
   std::string mirror;
   std::string arch;                            // Debian architecture, e.g. "amd64"
+  // The package preset it was built from (image_presets.h). Optional in the JSON: empty in
+  // manifests from before presets, which were "minimal".
+  std::string preset;
   std::vector<std::string> extra_packages;     // requested on top of the defaults
   std::vector<std::string> packages;           // installed, "name=version", sorted
   std::vector<std::string> initramfs_modules;  // load order, e.g. "virtio_blk"

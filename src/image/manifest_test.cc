@@ -80,6 +80,18 @@ TEST(ManifestTest, RejectsMalformedCodingAgents) {
   EXPECT_NE(s.status().message().find("coding_agents"), std::string::npos);
 }
 
+TEST(ManifestTest, RoundTripsThePresetAndReadsManifestsWithoutOne) {
+  Manifest m = Sample();
+  m.preset = "python";
+  auto parsed = ParseManifest(ManifestToJson(m));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->preset, "python");
+  EXPECT_EQ(ManifestToJson(Sample()).find("\"preset\""), std::string::npos);
+  auto bad = ParseManifest(Edited([](json& j) { j["preset"] = 3; }));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("preset"), std::string::npos);
+}
+
 TEST(ManifestTest, SerializationIsStable) {
   EXPECT_EQ(ManifestToJson(Sample()), ManifestToJson(Sample()));
   EXPECT_NE(ManifestToJson(Sample()).find("\"rootfs.ext4\""), std::string::npos);
