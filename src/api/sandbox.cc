@@ -52,6 +52,9 @@ nlohmann::json ToJson(const SandboxCreate& c) {
   if (c.memory_mib != defaults.memory_mib) {
     j["memory_mib"] = c.memory_mib;
   }
+  if (c.disk_mib != defaults.disk_mib) {
+    j["disk_mib"] = c.disk_mib;
+  }
   if (!c.labels.empty()) {
     j["labels"] = c.labels;
   }
@@ -122,6 +125,7 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
   r.OptionalString("name", &c.name, 256);
   r.OptionalInt("cpus", &c.cpus, 1, 64);
   r.OptionalInt("memory_mib", &c.memory_mib, 128, 262144);
+  r.OptionalInt("disk_mib", &c.disk_mib, kMinDiskMib, kMaxDiskMib);
   r.OptionalStringMap("labels", &c.labels, 64);
   r.OptionalInt("ttl_seconds", &c.ttl_seconds, 0, int64_t{10} * 365 * 86400);
   r.OptionalInt("idle_timeout_seconds", &c.idle_timeout_seconds, 0, int64_t{10} * 365 * 86400);
@@ -190,6 +194,7 @@ nlohmann::json ToJson(const Sandbox& s) {
       {"image", s.image},
       {"cpus", s.cpus},
       {"memory_mib", s.memory_mib},
+      {"disk_mib", s.disk_mib},
       {"labels", s.labels},
       {"state", s.state},
       {"ttl_seconds", s.ttl_seconds},
@@ -220,6 +225,9 @@ nlohmann::json ToJson(const Sandbox& s) {
   if (s.vmm_pid != 0) {
     j["vmm_pid"] = s.vmm_pid;
   }
+  if (s.disk_used_bytes != 0) {
+    j["disk_used_bytes"] = s.disk_used_bytes;
+  }
   PutApiTime(j, "expires_at", s.expires_at);
   if (!s.secrets.empty()) {
     j["secrets"] = s.secrets;
@@ -241,6 +249,12 @@ void ReadSandbox(AnswerReader& r, Sandbox& s) {
   r.String("image", &s.image);
   r.Int("cpus", &s.cpus);
   r.Int("memory_mib", &s.memory_mib);
+  if (r.Has("disk_mib")) {
+    r.Int("disk_mib", &s.disk_mib);
+  }
+  if (r.Has("disk_used_bytes")) {
+    r.Int("disk_used_bytes", &s.disk_used_bytes);
+  }
   r.StringMap("labels", &s.labels);
   r.String("state", &s.state);
   r.String("failure", &s.failure);

@@ -46,12 +46,21 @@ struct SetupSpec {
   friend bool operator==(const SetupSpec&, const SetupSpec&) = default;
 };
 
+inline constexpr int64_t kDefaultMemoryMib = 2048;
+inline constexpr int64_t kDefaultDiskMib = 16384;
+inline constexpr int64_t kMinDiskMib = 1024;
+inline constexpr int64_t kMaxDiskMib = int64_t{1} << 20;  // 1 TiB
+
 // POST /v1/sandboxes.
 struct SandboxCreate {
   std::string image = "default";
   std::string name;
   int64_t cpus = 1;
-  int64_t memory_mib = 512;
+  // Enough for a compiler and a test run (issue 19). Counted in full by the capacity ledger.
+  int64_t memory_mib = kDefaultMemoryMib;
+  // The guest's disk: a sparse qcow2 overlay the host pays for only as the guest writes (the
+  // sandbox's `disk_used_bytes`). At least the image's file system.
+  int64_t disk_mib = kDefaultDiskMib;
   std::map<std::string, std::string> labels;
   int64_t ttl_seconds = 0;
   int64_t idle_timeout_seconds = 0;
@@ -106,6 +115,7 @@ struct SandboxLive {
   std::map<std::string, std::string> secrets;  // secret name -> variable (never a value)
   std::vector<std::string> git_push;
   std::vector<std::string> models;
+  int64_t disk_used_bytes = 0;  // its disk overlay's allocated bytes on the host
 };
 
 // A sandbox as the API shows it. Absent optional facts are empty / zero / nullopt.
@@ -115,6 +125,8 @@ struct Sandbox {
   std::string image;
   int64_t cpus = 0;
   int64_t memory_mib = 0;
+  int64_t disk_mib = 0;         // 0: the image's size (sandboxes from before disks had a size)
+  int64_t disk_used_bytes = 0;  // what its disk holds on the host now; 0 when not running
   std::map<std::string, std::string> labels;
   std::string state;    // creating | ready | stopping | stopped | failed
   std::string failure;  // why it failed; empty otherwise

@@ -248,9 +248,9 @@ void AddRunCommand(CLI::App* agent, const std::string& name, const std::string& 
   cmd->add_option("--model", o->invocation.model, "The model the agent asks for");
   cmd->add_option("--image", o->image, "Guest image with the agent installed")
       ->capture_default_str();
-  cmd->add_option("--memory", o->memory_mib, "Guest memory in MiB")
-      ->check(CLI::Range(256, 262144))
-      ->capture_default_str();
+  cmd->add_option("--memory", o->memory_mib, "Guest memory in MiB (default 2048)")
+      ->check(CLI::Range(256, 262144));
+  cmd->add_option("--disk", o->disk, "Guest disk: 32G, 500M or MiB (default 16G, sparse)");
   cmd->add_option("--cpus", o->cpus, "Virtual CPUs")->check(CLI::Range(1, 64));
   cmd->add_flag("--ask-permissions", o->ask_permissions,
                 "Keep the agent's own permission prompts (by default they are skipped: the VM is "

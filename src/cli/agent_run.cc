@@ -19,6 +19,7 @@
 #include "src/cli/diff_format.h"
 #include "src/cli/exec_command.h"
 #include "src/cli/exit_status.h"
+#include "src/cli/flags.h"
 #include "src/cli/sandbox_commands.h"
 #include "src/cli/terminal.h"
 #include "src/cli/terminal_text.h"
@@ -38,7 +39,12 @@ bool HasModel(const api::Sandbox& s, const std::string& api) {
 absl::StatusOr<api::Sandbox> CreateSandbox(client::ApiClient& api, const AgentRunOptions& o) {
   api::SandboxCreate body;
   body.image = o.image;
-  body.memory_mib = o.memory_mib;
+  if (o.memory_mib > 0) {
+    body.memory_mib = o.memory_mib;
+  }
+  if (!o.disk.empty()) {
+    ABOX_ASSIGN_OR_RETURN(body.disk_mib, ParseSizeMib("--disk", o.disk));
+  }
   if (o.cpus > 0) {
     body.cpus = o.cpus;
   }

@@ -13,7 +13,8 @@ struct AgentRunOptions {
   std::string workspace;  // empty: the current directory
   std::string sandbox;    // reuse this one
   std::string image;
-  int64_t memory_mib = 2048;  // a Node/Bun agent and a test run need more than the default
+  int64_t memory_mib = 0;     // 0: aboxd's default (2 GiB)
+  std::string disk;           // --disk; empty: aboxd's default
   int64_t cpus = 0;           // 0: aboxd's default
   bool ask_permissions = false;
 };

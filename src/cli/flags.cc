@@ -47,6 +47,39 @@ absl::StatusOr<int64_t> ParseDurationSeconds(std::string_view flag, std::string_
   return absl::ToInt64Seconds(absl::Ceil(total, absl::Seconds(1)));
 }
 
+absl::StatusOr<int64_t> ParseSizeMib(std::string_view flag_text, std::string_view text_in) {
+  const absl::string_view flag(flag_text.data(), flag_text.size());
+  const absl::string_view text(text_in.data(), text_in.size());
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " expects a size such as 32G, 500M or a number of MiB, got '", text,
+                     "'"));
+  };
+  absl::string_view digits = text;
+  size_t n = 0;
+  while (n < digits.size() && absl::ascii_isdigit(static_cast<unsigned char>(digits[n]))) {
+    ++n;
+  }
+  absl::string_view unit = digits.substr(n);
+  digits = digits.substr(0, n);
+  uint64_t value = 0;
+  if (digits.empty() || digits.size() > 9 || !absl::SimpleAtoi(digits, &value)) {
+    return bad();
+  }
+  std::string u = absl::AsciiStrToUpper(unit);
+  uint64_t scale = 0;
+  if (u.empty() || u == "M" || u == "MB" || u == "MIB") {
+    scale = 1;
+  } else if (u == "G" || u == "GB" || u == "GIB") {
+    scale = 1024;
+  } else if (u == "T" || u == "TB" || u == "TIB") {
+    scale = 1024 * 1024;
+  } else {
+    return bad();
+  }
+  return static_cast<int64_t>(value * scale);
+}
+
 absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(
     std::string_view flag, std::string_view what, const std::vector<std::string>& items) {
   std::map<std::string, std::string> out;

@@ -28,6 +28,25 @@ TEST(ParseDurationSecondsTest, RejectsWhatIsNotADurationSayingWhatToType) {
   }
 }
 
+TEST(ParseSizeMibTest, UnitsAreBinaryAndABareNumberIsMib) {
+  EXPECT_EQ(*ParseSizeMib("--disk", "32G"), 32768);
+  EXPECT_EQ(*ParseSizeMib("--disk", "32GiB"), 32768);
+  EXPECT_EQ(*ParseSizeMib("--disk", "32gb"), 32768);
+  EXPECT_EQ(*ParseSizeMib("--disk", "500M"), 500);
+  EXPECT_EQ(*ParseSizeMib("--disk", "2048"), 2048);
+  EXPECT_EQ(*ParseSizeMib("--disk", "1T"), 1048576);
+}
+
+TEST(ParseSizeMibTest, RejectsWhatIsNotASizeSayingWhatToType) {
+  for (const char* bad : {"", "G", "-1G", "1.5G", "32 G", "32K", "12345678901G", "lots"}) {
+    absl::StatusOr<int64_t> v = ParseSizeMib("--disk", bad);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_THAT(std::string(v.status().message()),
+                ::testing::HasSubstr("--disk expects a size such as 32G"))
+        << bad;
+  }
+}
+
 TEST(ParseKeyValuesTest, SplitsAtTheFirstEqualsAndLaterRepeatsWin) {
   absl::StatusOr<std::map<std::string, std::string>> kv =
       ParseKeyValues("-l", "KEY=VALUE", {"app=web", "expr=a=b", "empty=", "app=api"});

@@ -59,6 +59,7 @@ api::SandboxCreate CreateBody(const RunOptions& o, const std::string& name) {
   body.name = name;
   body.cpus = o.sandbox.cpus;
   body.memory_mib = o.sandbox.memory_mib;
+  body.disk_mib = o.sandbox.disk_mib > 0 ? o.sandbox.disk_mib : api::kDefaultDiskMib;
   body.accel = vmm::AccelName(o.sandbox.accel);
   body.cold = o.cold;
   body.labels[kRunLabel] = "1";
@@ -192,9 +193,11 @@ void AddRunCommand(CLI::App& app, Action* action, const std::vector<std::string>
     std::string accel = "auto";
     std::vector<std::string> env_items;
     std::string workspace;
+    std::string disk;
     bool direct = false;
   };
   auto p = std::make_shared<Parsed>();
+  p->run.sandbox.memory_mib = static_cast<int>(api::kDefaultMemoryMib);
   auto* cmd = app.add_subcommand("run", "Run a command in a fresh sandbox, then remove it");
   cmd->add_option("--image", p->run.sandbox.image, "Guest image")->capture_default_str();
   cmd->add_option("--cpus", p->run.sandbox.cpus, "Virtual CPUs")
@@ -220,6 +223,7 @@ void AddRunCommand(CLI::App& app, Action* action, const std::vector<std::string>
   cmd->add_flag("-t,--tty", p->run.tty,
                 "Give the command a terminal (PTY; stdout and stderr merged), e.g. "
                 "abox run -t -- bash");
+  cmd->add_option("--disk", p->disk, "Guest disk: 32G, 500M or MiB (default 16G, sparse)");
   cmd->add_option("--accel", p->accel, "Accelerator: auto (probe KVM, else TCG), kvm or tcg")
       ->check(CLI::IsMember({"auto", "kvm", "tcg"}))
       ->capture_default_str();
@@ -257,6 +261,14 @@ void AddRunCommand(CLI::App& app, Action* action, const std::vector<std::string>
         return 2;
       }
       run.sandbox.accel = *vmm::ParseAccel(p->accel);
+      run.sandbox.disk_mib = api::kDefaultDiskMib;
+      if (!p->disk.empty()) {
+        absl::StatusOr<int64_t> disk = ParseSizeMib("--disk", p->disk);
+        if (!disk.ok()) {
+          return Fail(disk.status(), 2);
+        }
+        run.sandbox.disk_mib = *disk;
+      }
       if (!p->workspace.empty()) {
         run.workspace = workspace::Binding{.host_root = p->workspace};
       }

@@ -27,6 +27,7 @@ struct CreateOptions {
   std::string name;
   int cpus = 0;
   int memory_mib = 0;
+  std::string disk;
   std::vector<std::string> labels;
   std::string ttl;
   std::string idle_timeout;
@@ -60,6 +61,13 @@ int Create(const CreateOptions& o) {
   }
   if (o.memory_mib > 0) {
     body.memory_mib = o.memory_mib;
+  }
+  if (!o.disk.empty()) {
+    absl::StatusOr<int64_t> disk = ParseSizeMib("--disk", o.disk);
+    if (!disk.ok()) {
+      return Fail(disk.status());
+    }
+    body.disk_mib = *disk;
   }
   absl::StatusOr<std::map<std::string, std::string>> labels =
       ParseKeyValues("-l/--label", "KEY=VALUE", o.labels);
@@ -283,8 +291,13 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
                          "Unique name, usable wherever an id is ([A-Za-z0-9][A-Za-z0-9_.-]*)");
   create_cmd->add_option("--cpus", create->cpus, "Virtual CPUs (default 1)")
       ->check(CLI::Range(1, 64));
-  create_cmd->add_option("--memory", create->memory_mib, "Guest memory in MiB (default 512)")
+  create_cmd
+      ->add_option("--memory", create->memory_mib,
+                   absl::StrCat("Guest memory in MiB (default ", api::kDefaultMemoryMib, ")"))
       ->check(CLI::Range(128, 262144));
+  create_cmd->add_option("--disk", create->disk,
+                         "Guest disk: 32G, 500M or MiB (default 16G; sparse: the host stores only "
+                         "what the guest writes, shown by `abox ls`)");
   create_cmd->add_option("-l,--label", create->labels, "Label KEY=VALUE (repeatable)")
       ->allow_extra_args(false);
   create_cmd->add_option("--ttl", create->ttl,

@@ -39,6 +39,15 @@ std::string ExpiresIn(absl::Duration left) {
          FormatAge(absl::Ceil(left, left > absl::Minutes(1) ? absl::Minutes(1) : absl::Seconds(1)));
 }
 
+// "312.4 MiB/16 GiB": what the host holds of its disk (while it runs) of the size the guest sees.
+std::string DiskText(const api::Sandbox& s) {
+  std::string size = s.disk_mib > 0 ? FormatMib(s.disk_mib) : "image";
+  if (s.disk_used_bytes <= 0) {
+    return s.disk_mib > 0 ? size : "-";
+  }
+  return absl::StrCat(HumanBytes(static_cast<uint64_t>(s.disk_used_bytes)), "/", size);
+}
+
 std::vector<std::string> SandboxRow(const api::Sandbox& s, absl::Time now) {
   bool running = s.state == "creating" || s.state == "ready";
   return {
@@ -48,6 +57,7 @@ std::vector<std::string> SandboxRow(const api::Sandbox& s, absl::Time now) {
       OrDash(s.state),
       s.cpus > 0 ? std::to_string(s.cpus) : "-",
       s.memory_mib > 0 ? FormatMib(s.memory_mib) : "-",
+      DiskText(s),
       s.created_at ? FormatAge(now - *s.created_at) : "-",
       s.expires_at && running ? ExpiresIn(*s.expires_at - now) : "-",
       OrDash(Labels(s)),
@@ -99,8 +109,8 @@ std::string SandboxTable(const std::vector<api::Sandbox>& sandboxes, absl::Time 
   for (const api::Sandbox& s : sandboxes) {
     rows.push_back(SandboxRow(s, now));
   }
-  return FormatTable({"ID", "NAME", "IMAGE", "STATE", "CPUS", "MEM", "AGE", "EXPIRES", "LABELS"},
-                     rows);
+  return FormatTable(
+      {"ID", "NAME", "IMAGE", "STATE", "CPUS", "MEM", "DISK", "AGE", "EXPIRES", "LABELS"}, rows);
 }
 
 std::string FormatMib(int64_t mib) {

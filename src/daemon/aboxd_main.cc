@@ -194,7 +194,8 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const AboxdFlags& flags) {
     // asks for them.
     config.pool_shapes.push_back({.image = defaults.image,
                                   .cpus = static_cast<int>(defaults.cpus),
-                                  .memory_mib = static_cast<int>(defaults.memory_mib)});
+                                  .memory_mib = static_cast<int>(defaults.memory_mib),
+                                  .disk_mib = defaults.disk_mib});
   }
   config.sandbox.guest_identity = true;
   config.sandbox.pause_on_stop = flags.pause_on_stop;

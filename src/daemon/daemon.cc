@@ -237,6 +237,7 @@ PoolDeps Daemon::MakePoolDeps() {
     boot.files = files;
     boot.cpus = shape.cpus;
     boot.memory_mib = shape.memory_mib;
+    boot.disk_mib = shape.disk_mib;
     boot.accel = shape.accel;
     boot.boot_timeout = config_.sandbox.boot_timeout;
     boot.templates = templates_.get();  // null: pooled VMs boot

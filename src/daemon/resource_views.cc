@@ -13,6 +13,8 @@ api::Sandbox SandboxOf(const store::SandboxRecord& s, const api::SandboxLive& li
   out.image = s.image;
   out.cpus = s.cpus;
   out.memory_mib = s.memory_mib;
+  out.disk_mib = s.disk_mib;
+  out.disk_used_bytes = live.disk_used_bytes;
   out.labels = s.labels;
   out.state = store::SandboxStateName(s.state);
   out.failure = s.failure;

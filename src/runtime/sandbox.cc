@@ -131,6 +131,7 @@ absl::StatusOr<std::unique_ptr<Sandbox>> Sandbox::Boot(vmm::Vmm& vmm, const Sand
   spec.rootfs = files.rootfs.string();
   spec.cpus = config.cpus;
   spec.memory_mib = config.memory_mib;
+  spec.disk_mib = config.disk_mib;
   spec.accel = config.accel;
   spec.tie_to_caller = config.tie_to_caller;
   spec.memory_file = config.memory_file;

@@ -20,6 +20,7 @@ struct SandboxConfig {
   std::string image = "default";
   int cpus = 1;
   int memory_mib = 512;
+  int64_t disk_mib = 0;  // see vmm::VmSpec::disk_mib
   vmm::Accel accel = vmm::Accel::kAuto;
   // true for one-shot use (`abox run`): the VM dies with this process, even on SIGKILL.
   bool tie_to_caller = true;

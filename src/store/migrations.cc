@@ -279,6 +279,12 @@ CREATE TABLE model_usage (
 ) STRICT;
 )sql";
 
+// Sandboxes' disks have a size of their own (issue 19, `abox create --disk`); 0 for the rows
+// from before, whose disk was the image's size.
+constexpr char kSchemaV8[] = R"sql(
+ALTER TABLE sandboxes ADD COLUMN disk_mib INTEGER NOT NULL DEFAULT 0 CHECK (disk_mib >= 0);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "sandboxes, execs with bounded output, events", kSchemaV1},
     {2, "egress policies, connection and DNS logs, ask-to-allow requests", kSchemaV2},
@@ -287,6 +293,7 @@ constexpr Migration kMigrations[] = {
     {5, "secrets' specs", kSchemaV5},
     {6, "the secrets and git pushes each sandbox was given", kSchemaV6},
     {7, "the model broker: sandboxes' model APIs and tokens, providers, usage", kSchemaV7},
+    {8, "sandboxes' disk sizes", kSchemaV8},
 };
 
 absl::StatusOr<int> ReadVersion(Connection& connection) {

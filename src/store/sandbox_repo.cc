@@ -16,7 +16,7 @@ constexpr std::array<const char*, 7> kStateNames = {"creating", "ready",   "stop
 
 constexpr char kColumns[] =
     "id, name, image, cpus, memory_mib, labels, state, failure, run_dir, created_at, ready_at, "
-    "ttl_seconds, idle_timeout_seconds, last_active_at, vmm_pid, accel";
+    "ttl_seconds, idle_timeout_seconds, last_active_at, vmm_pid, accel, disk_mib";
 
 constexpr size_t kIdLength = 12;
 constexpr size_t kMinPrefix = 3;
@@ -55,6 +55,7 @@ absl::StatusOr<SandboxRecord> ReadRow(const Statement& stmt) {
   s.last_active_at = FromMillis(stmt.ColumnOptionalInt64(13));
   s.vmm_pid = stmt.ColumnOptionalInt64(14).value_or(0);
   s.accel = stmt.ColumnText(15);
+  s.disk_mib = stmt.ColumnInt64(16);
   return s;
 }
 
@@ -138,7 +139,7 @@ absl::StatusOr<SandboxRecord> SandboxRepo::Insert(const SandboxRecord& sandbox) 
   ABOX_ASSIGN_OR_RETURN(Statement stmt,
                         connection.Prepare(absl::StrCat(
                             "INSERT INTO sandboxes (", kColumns,
-                            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")));
+                            ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")));
   ABOX_RETURN_IF_ERROR(stmt.BindText(1, stored.id));
   if (stored.name.empty()) {
     ABOX_RETURN_IF_ERROR(stmt.BindNull(2));
@@ -163,6 +164,7 @@ absl::StatusOr<SandboxRecord> SandboxRepo::Insert(const SandboxRecord& sandbox) 
     ABOX_RETURN_IF_ERROR(stmt.BindInt64(15, stored.vmm_pid));
   }
   ABOX_RETURN_IF_ERROR(stmt.BindText(16, stored.accel));
+  ABOX_RETURN_IF_ERROR(stmt.BindInt64(17, stored.disk_mib));
   ABOX_RETURN_IF_ERROR(stmt.Run());
   ABOX_RETURN_IF_ERROR(transaction.Commit());
   // Read back what SQLite stored (times at millisecond precision, labels re-encoded).

@@ -28,6 +28,7 @@ struct SandboxRecord {
   std::string image;
   int cpus = 1;
   int memory_mib = 512;
+  int64_t disk_mib = 0;  // the VM's disk; 0: the image's rootfs size (sandboxes from before 8)
   StringMap labels;
   SandboxState state = SandboxState::kCreating;
   std::string failure;  // why it failed (state kFailed); empty otherwise

@@ -124,6 +124,19 @@ PrivilegePlan PlanForHost(Accel accel) {
 
 }  // namespace
 
+absl::StatusOr<int64_t> OverlayBytes(const VmSpec& spec, int64_t rootfs_bytes) {
+  const int64_t wanted = spec.disk_mib << 20;
+  if (spec.disk_mib == 0 || wanted == rootfs_bytes) {
+    return rootfs_bytes;
+  }
+  if (wanted < rootfs_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a disk of ", spec.disk_mib, " MiB is smaller than the image's file system (",
+        (rootfs_bytes + (1 << 20) - 1) >> 20, " MiB): ask for at least that much"));
+  }
+  return wanted;
+}
+
 absl::Status ValidateVmSpec(const VmSpec& spec) {
   bool id_ok = !spec.id.empty() && spec.id.size() <= 64;
   for (char c : spec.id) {
@@ -146,6 +159,10 @@ absl::Status ValidateVmSpec(const VmSpec& spec) {
   if (spec.memory_mib < 64 || spec.memory_mib > (1 << 20)) {
     return absl::InvalidArgumentError(
         absl::StrCat("memory_mib must be 64-1048576, not ", spec.memory_mib));
+  }
+  if (spec.disk_mib < 0 || spec.disk_mib > kMaxDiskMib) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("disk_mib must be 0-", kMaxDiskMib, ", not ", spec.disk_mib));
   }
   if (spec.console_log_limit_bytes < 4096) {
     return absl::InvalidArgumentError("console_log_limit_bytes must be at least 4096");
@@ -233,6 +250,9 @@ absl::StatusOr<std::string> QemuVmm::StateFingerprint(const VmSpec& spec) {
                     " mtime=", st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, "\n");
     return absl::OkStatus();
   };
+  // The disk's size is part of the machine a saved state belongs to (the guest's file system
+  // was grown to it).
+  absl::StrAppend(&out, "disk_mib=", spec.disk_mib, "\n");
   ABOX_RETURN_IF_ERROR(file("qemu", options_.qemu_binary));
   ABOX_RETURN_IF_ERROR(file("kernel", spec.kernel));
   ABOX_RETURN_IF_ERROR(file("initrd", spec.initrd));
@@ -288,11 +308,12 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   if (::stat(spec.rootfs.c_str(), &rootfs_st) != 0) {
     return base::ErrnoError(absl::StrCat("stat(", spec.rootfs, ")"));
   }
+  ABOX_ASSIGN_OR_RETURN(int64_t disk_bytes, OverlayBytes(spec, rootfs_st.st_size));
   ABOX_ASSIGN_OR_RETURN(base::CommandResult img,
                         base::RunCommand({options_.qemu_img_binary, "create", "-q", "-u", "-f",
                                           "qcow2", "-F", layered ? "qcow2" : "raw", "-b",
                                           layered ? spec.disk_layers.back() : spec.rootfs, overlay,
-                                          absl::StrCat(rootfs_st.st_size)}));
+                                          absl::StrCat(disk_bytes)}));
   if (img.status.ShellCode() != 0) {
     return absl::InternalError(absl::StrCat("qemu-img create ", overlay, " failed (",
                                             img.status.ToString(), "): ", img.err));

@@ -67,5 +67,9 @@ class QemuVmm final : public Vmm {
 // Checks a spec before anything is created: id charset, absolute paths, readable files,
 // sane sizes. The errors say what to fix.
 [[nodiscard]] absl::Status ValidateVmSpec(const VmSpec& spec);
+// The size of a VM's disk overlay in bytes: spec.disk_mib, or the rootfs's size when that is 0
+// or equal. kInvalidArgument (saying the least size) when the disk would be smaller than the
+// rootfs: the guest's file system would reach past the end of its disk.
+[[nodiscard]] absl::StatusOr<int64_t> OverlayBytes(const VmSpec& spec, int64_t rootfs_bytes);
 
 }  // namespace abox::vmm

@@ -73,6 +73,27 @@ TEST_F(QemuVmmTest, RejectsRelativePathsAndBadSizes) {
   s = spec_;
   s.kernel_cmdline_extra = "a\nb";
   EXPECT_FALSE(ValidateVmSpec(s).ok());
+  s = spec_;
+  s.disk_mib = -1;
+  EXPECT_FALSE(ValidateVmSpec(s).ok());
+  s.disk_mib = kMaxDiskMib + 1;
+  EXPECT_FALSE(ValidateVmSpec(s).ok());
+}
+
+TEST_F(QemuVmmTest, TheOverlayHasTheAskedSizeButNeverLessThanTheRootfs) {
+  constexpr int64_t kRootfs = int64_t{2048} << 20;
+  VmSpec s = spec_;
+  s.disk_mib = 0;
+  EXPECT_EQ(*OverlayBytes(s, kRootfs), kRootfs);
+  s.disk_mib = 16384;
+  EXPECT_EQ(*OverlayBytes(s, kRootfs), int64_t{16384} << 20);
+  s.disk_mib = 2048;
+  EXPECT_EQ(*OverlayBytes(s, kRootfs), kRootfs);
+  s.disk_mib = 1024;
+  absl::StatusOr<int64_t> small = OverlayBytes(s, kRootfs);
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.status().message().find("at least"), std::string::npos) << small.status();
+  EXPECT_NE(small.status().message().find("2048 MiB"), std::string::npos) << small.status();
 }
 
 TEST_F(QemuVmmTest, MissingQemuNamesTheDebianPackages) {

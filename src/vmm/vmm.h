@@ -36,6 +36,9 @@ struct MemoryFile {
   bool shared = false;
 };
 
+// The largest disk a VM may be given (1 TiB); qcow2 allocates only what the guest writes.
+inline constexpr int64_t kMaxDiskMib = int64_t{1} << 20;
+
 // Everything needed to boot one microVM. Paths must be absolute.
 struct VmSpec {
   // [A-Za-z0-9_.-], 1..64 characters; appears in process names and logs.
@@ -48,6 +51,9 @@ struct VmSpec {
   std::string rootfs;  // golden raw ext4 image; never written (the VM writes to an overlay)
   int cpus = 1;
   int memory_mib = 512;
+  // The disk the guest sees, in MiB: its overlay's size. 0 or less than the rootfs (or the top
+  // disk layer): their size. The guest grows its file system to it at boot.
+  int64_t disk_mib = 0;
   // Appended to the driver's kernel command line.
   std::string kernel_cmdline_extra;
   Accel accel = Accel::kAuto;

@@ -60,6 +60,7 @@ json ToJson(const CheckpointInfo& c) {
           {"image", c.image},
           {"cpus", c.cpus},
           {"memory_mib", c.memory_mib},
+          {"disk_mib", c.disk_mib},
           {"disk_layers", c.disk_layers},
           {"workspace", c.workspace},
           {"pause", c.pause},
@@ -113,6 +114,13 @@ absl::StatusOr<CheckpointInfo> FromJson(const std::string& text, const std::file
   };
   if (!ok || cpus < 1 || cpus > 255 || memory < 64 || memory > (1 << 20)) {
     return absl::DataLossError(absl::StrCat((dir / kInfoFile).string(), " is damaged"));
+  }
+  // Absent in checkpoints from before --disk: their disk was the rootfs's size.
+  if (int64_t disk = 0; num("disk_mib", &disk)) {
+    if (disk < 0 || disk > vmm::kMaxDiskMib) {
+      return absl::DataLossError(absl::StrCat((dir / kInfoFile).string(), " is damaged"));
+    }
+    c.disk_mib = disk;
   }
   flag("workspace", &c.workspace);
   flag("pause", &c.pause);
@@ -173,6 +181,7 @@ absl::StatusOr<CheckpointInfo> CheckpointStore::Save(runtime::Sandbox& vm,
   c.image = request.image;
   c.cpus = request.cpus;
   c.memory_mib = request.memory_mib;
+  c.disk_mib = request.disk_mib;
   c.disk_layers = vm_disk_layers;
   c.workspace = request.save_workspace != nullptr;
   c.pause = request.pause;

@@ -29,6 +29,7 @@ struct CheckpointInfo {
   std::string image;
   int cpus = 1;
   int memory_mib = 512;
+  int64_t disk_mib = 0;  // the VM's disk (0: the rootfs's size, checkpoints from before --disk)
   // The frozen disks under the VM's own disk at the save (a golden template's, an earlier
   // checkpoint's), lowest first; a restore puts this checkpoint's disk on top of them.
   std::vector<std::string> disk_layers;
@@ -52,6 +53,7 @@ struct CheckpointRequest {
   std::string image;
   int cpus = 1;
   int memory_mib = 512;
+  int64_t disk_mib = 0;
   // Made by `abox pause`: the VM stays paused after a good save (its owner destroys it next);
   // after a failed one it runs on, as for any checkpoint.
   bool pause = false;

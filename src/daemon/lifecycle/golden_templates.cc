@@ -44,7 +44,7 @@ std::string RandomHex(int n) {
 }
 
 std::string ShapeKey(const TemplateRequest& r) {
-  return absl::StrCat(r.files.dir.string(), "|", r.cpus, "|", r.memory_mib, "|",
+  return absl::StrCat(r.files.dir.string(), "|", r.cpus, "|", r.memory_mib, "|", r.disk_mib, "|",
                       vmm::AccelName(r.accel));
 }
 
@@ -57,6 +57,7 @@ vmm::VmSpec SpecFor(const TemplateRequest& r, const std::string& id, const std::
   spec.rootfs = r.files.rootfs.string();
   spec.cpus = r.cpus;
   spec.memory_mib = r.memory_mib;
+  spec.disk_mib = r.disk_mib;
   spec.accel = r.accel;
   return spec;
 }
@@ -181,6 +182,7 @@ std::shared_ptr<GoldenTemplate> GoldenTemplates::LoadFromDisk(const TemplateRequ
     tpl->disk = e.path() / kDiskFile;
     tpl->cpus = request.cpus;
     tpl->memory_mib = request.memory_mib;
+    tpl->disk_mib = request.disk_mib;
     absl::Time started = absl::Now();
     absl::Status loaded = [&]() -> absl::Status {
       ABOX_ASSIGN_OR_RETURN(tpl->memory, NewMemoryFile(request.memory_mib));
@@ -226,6 +228,7 @@ absl::StatusOr<std::shared_ptr<GoldenTemplate>> GoldenTemplates::Make(
   tpl->disk = tpl->dir / kDiskFile;
   tpl->cpus = request.cpus;
   tpl->memory_mib = request.memory_mib;
+  tpl->disk_mib = request.disk_mib;
   std::error_code ec;
   std::filesystem::create_directories(tpl->dir.parent_path(), ec);
   if (ec || ::mkdir(tpl->dir.c_str(), 0700) != 0) {
@@ -240,6 +243,7 @@ absl::StatusOr<std::shared_ptr<GoldenTemplate>> GoldenTemplates::Make(
   config.id = absl::StrCat("golden-", RandomHex(8));
   config.cpus = request.cpus;
   config.memory_mib = request.memory_mib;
+  config.disk_mib = request.disk_mib;
   config.accel = request.accel;
   config.tie_to_caller = true;  // a make cut short by aboxd's death leaves no VM
   config.boot_timeout = request.boot_timeout;
@@ -291,6 +295,7 @@ absl::StatusOr<std::shared_ptr<GoldenTemplate>> GoldenTemplates::Make(
       {"fingerprint", fingerprint},
       {"cpus", request.cpus},
       {"memory_mib", request.memory_mib},
+      {"disk_mib", request.disk_mib},
       {"accel", vmm::AccelName(request.accel)},
       {"kernel", request.files.vmlinux.string()},
       {"initrd", request.files.initramfs.string()},
@@ -331,7 +336,7 @@ bool GoldenTemplates::IsCurrent(const std::filesystem::path& dir) {
   };
   auto num = [&](const char* key) {
     auto it = info.find(key);
-    return it != info.end() && it->is_number_integer() ? it->get<int>() : 0;
+    return it != info.end() && it->is_number_integer() ? it->get<int64_t>() : int64_t{0};
   };
   absl::StatusOr<vmm::Accel> accel = vmm::ParseAccel(str("accel"));
   if (!accel.ok()) {
@@ -341,8 +346,9 @@ bool GoldenTemplates::IsCurrent(const std::filesystem::path& dir) {
   r.files.vmlinux = str("kernel");
   r.files.initramfs = str("initrd");
   r.files.rootfs = str("rootfs");
-  r.cpus = num("cpus");
-  r.memory_mib = num("memory_mib");
+  r.cpus = static_cast<int>(num("cpus"));
+  r.memory_mib = static_cast<int>(num("memory_mib"));
+  r.disk_mib = num("disk_mib");
   r.accel = *accel;
   absl::StatusOr<std::string> now =
       vmm_.StateFingerprint(SpecFor(r, "fingerprint", layout_.home.string()));

@@ -31,6 +31,7 @@ struct GoldenTemplate {
   base::UniqueFd memory;        // sealed memfd holding the guest memory
   int cpus = 1;
   int memory_mib = 512;
+  int64_t disk_mib = 0;
   absl::Duration make_time;  // boot + save
 };
 
@@ -43,6 +44,7 @@ struct TemplateRequest {
   image::ImageFiles files;
   int cpus = 1;
   int memory_mib = 512;
+  int64_t disk_mib = 0;
   vmm::Accel accel = vmm::Accel::kAuto;
   absl::Duration boot_timeout = absl::Seconds(90);
 };

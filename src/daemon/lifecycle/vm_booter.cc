@@ -55,6 +55,7 @@ runtime::SandboxConfig ConfigFor(const base::HostLayout& layout, const BootReque
   config.id = request.vm_id;
   config.cpus = request.cpus;
   config.memory_mib = request.memory_mib;
+  config.disk_mib = request.disk_mib;
   config.accel = request.accel;
   config.tie_to_caller = false;
   config.boot_timeout = request.boot_timeout;
@@ -76,6 +77,7 @@ absl::StatusOr<std::unique_ptr<runtime::Sandbox>> Restore(vmm::Vmm& vmm,
                         request.templates->Get({.files = request.files,
                                                 .cpus = request.cpus,
                                                 .memory_mib = request.memory_mib,
+                                                .disk_mib = request.disk_mib,
                                                 .accel = request.accel,
                                                 .boot_timeout = request.boot_timeout}));
   base::UniqueFd state(::open(tpl->state.c_str(), O_RDONLY | O_CLOEXEC));
@@ -111,6 +113,7 @@ absl::StatusOr<BootedVm> BootVm(vmm::Vmm& vmm, const base::HostLayout& layout,
     }
     runtime::SandboxConfig config = ConfigFor(layout, request, hooks);
     config.disk_layers = ck.layers_for_restore();
+    config.disk_mib = ck.disk_mib;
     config.restore_state_fd = state.get();
     absl::StatusOr<std::unique_ptr<runtime::Sandbox>> vm = runtime::Sandbox::Boot(
         vmm, config, [&](const std::string& note) { spdlog::warn("{}: {}", request.vm_id, note); });

@@ -46,6 +46,7 @@ struct BootRequest {
   image::ImageFiles files;
   int cpus = 1;
   int memory_mib = 512;
+  int64_t disk_mib = 0;  // see vmm::VmSpec::disk_mib; a checkpoint restore uses the checkpoint's
   vmm::Accel accel = vmm::Accel::kAuto;
   absl::Duration boot_timeout = absl::Seconds(90);
   // Set: restore a clone of the golden template for this image and shape (made first when

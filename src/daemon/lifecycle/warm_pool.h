@@ -40,6 +40,7 @@ struct PoolShape {
   std::string image;
   int cpus = 1;
   int memory_mib = 512;
+  int64_t disk_mib = 0;
   vmm::Accel accel = vmm::Accel::kAuto;
 
   auto operator<=>(const PoolShape&) const = default;

@@ -185,6 +185,7 @@ void SandboxService::AddCreateSteps(const std::shared_ptr<CreateJob>& job) {
         boot.files = j->spec.files;
         boot.cpus = j->record.cpus;
         boot.memory_mib = j->record.memory_mib;
+        boot.disk_mib = j->record.disk_mib;
         boot.accel = j->spec.accel;
         boot.boot_timeout = ctx->options.boot_timeout;
         if (j->spec.from_checkpoint) {
@@ -361,6 +362,7 @@ void SandboxService::Launch(SandboxSpec spec, AcceptedFn accepted, DoneFn done) 
     PoolShape shape{.image = req.image,
                     .cpus = static_cast<int>(req.cpus),
                     .memory_mib = static_cast<int>(req.memory_mib),
+                    .disk_mib = req.disk_mib,
                     .accel = job->spec.accel};
     ctx_->pool->Want(shape);
     job->pooled = ctx_->pool->Take(shape, job->spec.files);
@@ -373,6 +375,7 @@ void SandboxService::Launch(SandboxSpec spec, AcceptedFn accepted, DoneFn done) 
   record.image = req.image;
   record.cpus = static_cast<int>(req.cpus);
   record.memory_mib = static_cast<int>(req.memory_mib);
+  record.disk_mib = job->spec.from_checkpoint ? job->spec.from_checkpoint->disk_mib : req.disk_mib;
   record.labels = req.labels;
   record.state = SandboxState::kCreating;
   record.run_dir = ctx_->layout.SandboxRunDir(job->id).string();

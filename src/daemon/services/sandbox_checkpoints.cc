@@ -90,6 +90,7 @@ absl::StatusOr<CheckpointInfo> SandboxService::SaveCheckpoint(const store::Sandb
   request.image = record.image;
   request.cpus = record.cpus;
   request.memory_mib = record.memory_mib;
+  request.disk_mib = record.disk_mib;
   return ctx_->checkpoints->Save(std::get<LiveSandbox::ToolLease>(lease).sandbox(),
                                  ctx_->vmm->DiskLayers(record.run_dir), request);
 }
@@ -254,6 +255,7 @@ absl::StatusOr<BootedVm> SandboxService::StartFromCheckpoint(const store::Sandbo
   boot.files = files;
   boot.cpus = record.cpus;
   boot.memory_mib = record.memory_mib;
+  boot.disk_mib = record.disk_mib;
   boot.boot_timeout = ctx_->options.boot_timeout;
   boot.checkpoint = &c;
   ABOX_ASSIGN_OR_RETURN(BootedVm booted, BootVm(*ctx_->vmm, ctx_->layout, boot, std::move(hooks)));
@@ -305,6 +307,7 @@ absl::StatusOr<std::vector<SandboxView>> SandboxService::Fork(absl::string_view 
     spec.request.image = record.image;
     spec.request.cpus = record.cpus;
     spec.request.memory_mib = record.memory_mib;
+    spec.request.disk_mib = record.disk_mib;
     spec.request.labels = record.labels;
     spec.request.labels["abox.fork-of"] = record.id;
     spec.request.ttl_seconds = record.ttl_seconds;

@@ -49,7 +49,7 @@ absl::StatusOr<SandboxView> SandboxService::Pause(absl::string_view ref, const s
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
   Decision d = Decide(Operation::kPause, record);
   if (d.verdict == Verdict::kAlreadyDone) {
-    return SandboxView{record, LiveOf(record.id)};
+    return SandboxView{record, LiveOf(record)};
   }
   if (d.verdict == Verdict::kRefuse) {
     return d.refusal;
@@ -109,7 +109,7 @@ absl::StatusOr<SandboxView> SandboxService::Resume(absl::string_view ref) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
   Decision d = Decide(Operation::kResume, record);
   if (d.verdict == Verdict::kAlreadyDone) {
-    return SandboxView{record, LiveOf(record.id)};
+    return SandboxView{record, LiveOf(record)};
   }
   if (d.verdict == Verdict::kRefuse) {
     return d.refusal;

@@ -1,5 +1,7 @@
 #include "src/daemon/services/sandbox_service.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,7 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/daemon/lifecycle/transitions.h"
+#include "src/vmm/shim_protocol.h"
 
 namespace abox::daemon {
 
@@ -32,8 +35,17 @@ std::function<void(const absl::Status&)> SandboxService::FailureCallback(const s
   };
 }
 
-api::SandboxLive SandboxService::LiveOf(const std::string& id) {
+api::SandboxLive SandboxService::LiveOf(const store::SandboxRecord& record) {
+  const std::string& id = record.id;
   api::SandboxLive live;
+  if (!record.run_dir.empty()) {
+    // What the guest wrote (its own overlay; the image and template layers under it are shared).
+    struct stat st {};
+    const std::string overlay = (std::filesystem::path(record.run_dir) / vmm::kOverlayFile).string();
+    if (::stat(overlay.c_str(), &st) == 0) {
+      live.disk_used_bytes = static_cast<int64_t>(st.st_blocks) * 512;
+    }
+  }
   if (std::shared_ptr<LiveSandbox> sandbox = ctx_->registry->Find(id)) {
     live.running_execs = sandbox->running_execs();
   }
@@ -67,7 +79,7 @@ api::SandboxLive SandboxService::LiveOf(const std::string& id) {
 
 absl::StatusOr<SandboxView> SandboxService::Get(absl::string_view ref) {
   ABOX_ASSIGN_OR_RETURN(store::SandboxRecord record, ctx_->sandboxes->Resolve(ref));
-  return SandboxView{record, LiveOf(record.id)};
+  return SandboxView{record, LiveOf(record)};
 }
 
 absl::StatusOr<std::vector<SandboxView>> SandboxService::List(const store::SandboxFilter& filter) {
@@ -75,7 +87,7 @@ absl::StatusOr<std::vector<SandboxView>> SandboxService::List(const store::Sandb
   std::vector<SandboxView> views;
   views.reserve(records.size());
   for (store::SandboxRecord& r : records) {
-    api::SandboxLive live = LiveOf(r.id);
+    api::SandboxLive live = LiveOf(r);
     views.push_back({std::move(r), live});
   }
   return views;

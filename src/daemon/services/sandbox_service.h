@@ -156,7 +156,7 @@ class SandboxService final {
   // Builds the create's steps (create_pipeline.cc).
   void AddCreateSteps(const std::shared_ptr<CreateJob>& job);
   // The view of a sandbox the API returns.
-  api::SandboxLive LiveOf(const std::string& id);
+  api::SandboxLive LiveOf(const store::SandboxRecord& record);
   // paused -> stopped: its saved state goes.
   absl::StatusOr<SandboxView> StopPaused(const store::SandboxRecord& record,
                                          nlohmann::json stopped_payload);
