@@ -199,6 +199,42 @@ TEST_F(WorkspaceApiTest, PullTakesChosenFilesAndGuardsHostChanges) {
   EXPECT_EQ(ReadAll(host_ / "src/main.c"), "host edit\n");
 }
 
+// Issue 19: the agent replaced the directory src/ with a file. Untouched on the host, that is
+// the sandbox's change (not "both sides changed"); with a file the person added there since,
+// apply and pull refuse naming it, and pull --force takes the sandbox's version as its message
+// says. Each undo brings back every host file.
+TEST_F(WorkspaceApiTest, ADirectoryReplacedWithAFileAppliesAndPullForceTakesIt) {
+  std::string id = Create();
+  const std::string main_c = ReadAll(host_ / "src/main.c");
+  fs::remove_all(guest_ / "src");
+  WriteAll(guest_ / "src", "now a file\n");
+  Response applied = Post(id, "apply", nlohmann::json::object());
+  ASSERT_EQ(applied.status, 200) << applied.body;
+  EXPECT_EQ(ReadAll(host_ / "src"), "now a file\n");
+  std::string artifact = applied.Json().value("artifact", "");
+  ASSERT_EQ(Call("POST", absl::StrCat("/v1/artifacts/", artifact, "/undo"), "{}").status, 200);
+  EXPECT_EQ(ReadAll(host_ / "src/main.c"), main_c);
+
+  WriteAll(host_ / "src/mine.c", "the person's\n");
+  Response refused = Post(id, "apply", nlohmann::json::object());
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_THAT(refused.body, HasSubstr("src/mine.c"));
+  EXPECT_THAT(refused.body, Not(HasSubstr("both sides changed")));
+  EXPECT_THAT(refused.body, HasSubstr("pull --force"));
+  Response pull = Post(id, "pull", {{"paths", {"src"}}});
+  EXPECT_EQ(pull.status, 409) << pull.body;
+  EXPECT_THAT(pull.body, HasSubstr("use --force"));
+  EXPECT_EQ(ReadAll(host_ / "src/mine.c"), "the person's\n");
+  Response forced = Post(id, "pull", {{"paths", {"src"}}, {"force", true}});
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  EXPECT_EQ(ReadAll(host_ / "src"), "now a file\n");
+  EXPECT_TRUE(Diff(id)["files"].empty()) << Diff(id).dump(1);
+  artifact = forced.Json().value("artifact", "");
+  ASSERT_EQ(Call("POST", absl::StrCat("/v1/artifacts/", artifact, "/undo"), "{}").status, 200);
+  EXPECT_EQ(ReadAll(host_ / "src/main.c"), main_c);
+  EXPECT_EQ(ReadAll(host_ / "src/mine.c"), "the person's\n");
+}
+
 TEST_F(WorkspaceApiTest, FullGitHistoryIsRefusedWhileItHoldsASecret) {
   nlohmann::json body = {
       {"workspace",

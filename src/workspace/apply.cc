@@ -30,40 +30,60 @@ constexpr std::pair<Action, const char*> kActionNames[] = {
     {Action::kAlreadyDone, "already-done"},
 };
 
-// The message for a plan Apply refuses: each path with its reason, and the flag that changes it.
+// The message for a plan Apply refuses: each path with its reason, and what changes it. A
+// pull names --force only for the conflicts --force resolves (PlannedChange::forceable).
 absl::Status Refusal(const ApplyPlan& plan, const std::vector<const PlannedChange*>& blocking) {
   std::vector<std::string> conflicts;
+  std::vector<std::string> stuck;  // conflicts --force does not resolve
   std::vector<std::string> exec_files;
   bool text_conflicts = false;
+  size_t forceable = 0;
   for (const PlannedChange* c : blocking) {
     std::string line = absl::StrCat("  ", EscapePath(c->path), ": ", c->reason);
     if (c->action == Action::kSkipExecFile) {
       exec_files.push_back(std::move(line));
+      continue;
+    }
+    conflicts.push_back(std::move(line));
+    text_conflicts = text_conflicts || absl::StrContains(c->reason, "hunk");
+    if (c->forceable) {
+      ++forceable;
     } else {
-      conflicts.push_back(std::move(line));
-      text_conflicts = text_conflicts || absl::StrContains(c->reason, "hunk");
+      stuck.push_back(EscapePath(c->path));
     }
   }
   std::string msg = absl::StrCat(plan.kind, " refused; nothing was written.");
   if (!conflicts.empty()) {
     absl::StrAppend(&msg, "\nconflicts:\n", absl::StrJoin(conflicts, "\n"));
-    if (plan.kind == "pull") {
-      absl::StrAppend(&msg,
-                      "\nuse --force to take the sandbox's version anyway (the host's is "
-                      "backed up and `abox undo` restores it)");
-    } else {
-      absl::StrAppend(&msg, "\nresolve them, leave them out with explicit paths",
-                      text_conflicts ? ", or use --markers to write text conflicts with "
-                                       "conflict markers"
-                                     : "",
-                      " (`abox pull --force <path>` takes the sandbox's version)");
+    if (plan.kind == "pull" && forceable > 0) {
+      absl::StrAppend(&msg, "\nuse --force to take the sandbox's version ",
+                      stuck.empty() ? "anyway" : "of the others",
+                      " (the host's is backed up and `abox undo` restores it)");
+    } else if (plan.kind != "pull") {
+      absl::StrAppend(
+          &msg, "\nresolve them, leave them out with explicit paths",
+          text_conflicts ? ", or use --markers to write text conflicts with "
+                           "conflict markers"
+                         : "",
+          forceable > 0 ? " (`abox pull --force <path>` takes the sandbox's version)" : "");
+    }
+    if (!stuck.empty()) {
+      absl::StrAppend(&msg, "\n",
+                      plan.kind != "pull"  ? "`abox pull --force` would not change "
+                      : plan.options.force ? "--force does not change "
+                                           : "--force would not change ",
+                      absl::StrJoin(stuck, ", "),
+                      ": move what is in the way on the host first, or leave ",
+                      stuck.size() == 1 ? "it" : "them", " out with explicit paths");
     }
   }
   if (!exec_files.empty()) {
     absl::StrAppend(&msg,
-                    "\nfiles that make code run outside the sandbox (read them first, then "
-                    "use --allow-exec-files):\n",
-                    absl::StrJoin(exec_files, "\n"));
+                    "\nfiles that make code run outside the sandbox (read them first, then use ",
+                    plan.kind == "pull" ? "`abox apply --allow-exec-files <path>`; pull never "
+                                          "writes them"
+                                        : "--allow-exec-files",
+                    "):\n", absl::StrJoin(exec_files, "\n"));
   }
   return absl::FailedPreconditionError(msg);
 }

@@ -9,6 +9,10 @@
 //   both changed   -> regular text files are merged with `git merge-file` (kMerge when clean,
 //                     else kConflict, written with markers under ConflictMode::kMarkers);
 //                     anything else (binary, type change, delete vs modify) is kConflict.
+// The sync's manifests list files and symlinks only: a path with entries beneath it is a
+// directory there. A directory the sandbox replaced with a file is the sandbox's change when
+// the host left it as synced (its files and subdirectories are removed, backed up); anything
+// the host changed beneath it since the sync is a conflict, which pull --force overrides.
 // Trust: the guest manifest and its content are untrusted. Every path passes HostTree's guards
 // while planning; one refused path fails the whole plan, naming it. Files that make code run
 // elsewhere (exec_files.h) are refused unless allowed, and so are symlinks that lead outside the
@@ -79,6 +83,9 @@ struct PlannedChange {
   // Content made by abox (kMerge, kConflict with markers); its hash is result.sha256.
   std::string content;
   bool markers = false;  // kConflict written with conflict markers
+  // kConflict: a pull --force would take the sandbox's version (false for what abox never
+  // replaces: a special file, a nested .git, a host file in the way of a directory).
+  bool forceable = false;
 
   // True when applying this change writes to the host.
   [[nodiscard]] bool Writes() const;

