@@ -235,6 +235,22 @@ TEST_F(WorkspaceApiTest, ADirectoryReplacedWithAFileAppliesAndPullForceTakesIt) 
   EXPECT_EQ(ReadAll(host_ / "src/mine.c"), "the person's\n");
 }
 
+// Issue 19: a workspace that is a subdirectory of a repository gets git in the guest, HEAD's
+// tree under that directory: the agent's `git diff` shows its changes there.
+TEST_F(WorkspaceApiTest, ASubdirectoryOfARepositoryGetsGit) {
+  nlohmann::json body = {
+      {"workspace", {{"path", (host_ / "src").string()}, {"guest_path", guest_.string()}}}};
+  Response created = Call("POST", "/v1/sandboxes", body.dump());
+  ASSERT_EQ(created.status, 201) << created.body;
+  std::string git = absl::StrCat("cd ", guest_.string(), " && git -c safe.directory='*' ");
+  EXPECT_EQ(GitOut(git + "ls-files"), "main.c\n");
+  EXPECT_EQ(GitOut(git + "status --porcelain"), "");
+  WriteAll(guest_ / "main.c", "int main(void) { return 2; }\n");
+  EXPECT_EQ(GitOut(git + "status --porcelain"), " M main.c\n");
+  EXPECT_THAT(GitOut(git + "diff"), HasSubstr("+int main(void) { return 2; }"));
+  EXPECT_EQ(GitOut(absl::StrCat("grep -rl hunter2 ", guest_.string(), " || true")), "");
+}
+
 TEST_F(WorkspaceApiTest, FullGitHistoryIsRefusedWhileItHoldsASecret) {
   nlohmann::json body = {
       {"workspace",

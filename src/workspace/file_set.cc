@@ -414,12 +414,9 @@ absl::StatusOr<FileSet> ComputeFileSet(const std::string& root, const FileSetOpt
   if (probe.is_git) {
     set.is_git = true;
     ABOX_RETURN_IF_ERROR(AddGitFiles(root, c));
-    if (options.include_git_dir && !probe.prefix.empty()) {
-      c.Note(absl::StrCat("the root is the subdirectory ", Quoted(probe.prefix),
-                          " of a git worktree: its .git is outside the synced tree, so git "
-                          "will not work in the guest"));
-    } else if (options.include_git_dir) {
-      // What the worktree left out for its content stays out of git's copy of HEAD too.
+    if (options.include_git_dir) {
+      // What the worktree left out for its content stays out of git's copy of HEAD too. A
+      // subdirectory of the worktree gets HEAD's tree under it (git_snapshot.h).
       ABOX_RETURN_IF_ERROR(
           AddGitRepository(root, rules.WithExactPaths(c.content_excluded()), options, set));
     }

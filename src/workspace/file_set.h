@@ -9,10 +9,11 @@
 //     credentials (hgrc [auth], remote URLs with passwords) that abox cannot sanitize.
 //   - In both: secret-looking files (secret_patterns.h) never go in, tracked or not, and every
 //     path must pass ValidateRelativePath; anything else is skipped with a note.
-//   - The host's .git never goes in. When the root is a worktree's top (its .git a directory
-//     or a file: linked worktrees and submodules too), the guest gets a repository abox builds
-//     for it (git_snapshot.h): by default one commit of HEAD's tree without the excluded paths,
-//     on the same branch; the full history only on request, and only when no excluded path
+//   - The host's .git never goes in. When the root is in a git worktree (its top, with its .git
+//     a directory or a file: linked worktrees and submodules too; or a subdirectory of one),
+//     the guest gets a repository abox builds for it (git_snapshot.h): by default one commit of
+//     HEAD's tree (under the subdirectory) without the excluded paths, on the same branch; the
+//     full history only on request, only at a worktree's top, and only when no excluded path
 //     appears anywhere in it. Its entries are in FileSet::git, not in `files`.
 //
 // Symlinks are listed as symlinks and never followed, neither when walking nor on the way to a

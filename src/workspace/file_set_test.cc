@@ -267,13 +267,23 @@ TEST_F(FileSetTest, WithoutABuildDirTheGuestGetsNoGit) {
   EXPECT_TRUE(AnyNoteHas(set, "git will not work in the guest"));
 }
 
-TEST_F(FileSetTest, SubdirectoryRootListsRelativePathsAndNotesMissingGitDir) {
+// Issue 19: a subdirectory of a worktree gets git too, HEAD's tree under it.
+TEST_F(FileSetTest, SubdirectoryRootListsRelativePathsAndGetsGit) {
   InitRepo(dir_.path());
   Write(dir_ / "src/untracked.h");
-  FileSet set = Compute(dir_ / "src");
+  ScratchDir state;
+  FileSetOptions options;
+  options.git_build_dir = state / "git";
+  FileSet set = Compute(dir_ / "src", options);
   EXPECT_TRUE(set.is_git);
   EXPECT_THAT(set.files, ElementsAre("main.cc", "untracked.h"));
-  EXPECT_TRUE(AnyNoteHas(set, "subdirectory 'src/'")) << ::testing::PrintToString(set.notes);
+  ASSERT_TRUE(set.git.has_value()) << ::testing::PrintToString(set.notes);
+  EXPECT_TRUE(AnyNoteHas(set, "snapshot of 'src/' in 'master'"))
+      << ::testing::PrintToString(set.notes);
+  ScratchDir guest;
+  testing::Materialize(dir_ / "src", set, guest.path());
+  EXPECT_EQ(Git(guest.path(), {"ls-files"}), "main.cc\n");
+  EXPECT_EQ(Git(guest.path(), {"status", "--porcelain"}), "?? untracked.h\n");
 }
 
 TEST_F(FileSetTest, PlainDirectoryHasEveryFileButSecretsAndOtherVcsMetadata) {

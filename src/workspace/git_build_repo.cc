@@ -200,12 +200,14 @@ absl::Status Builder::MissingOrInternal(absl::string_view command, absl::string_
 }
 
 absl::Status Builder::ProbeHost() {
-  ABOX_ASSIGN_OR_RETURN(std::string paths,
-                        HostGitOk({"rev-parse", "--show-object-format", "--git-common-dir",
-                                   "--git-path", "objects", "--git-path", "info/exclude",
-                                   "--git-path", "logs/HEAD", "--git-path", "shallow"}));
-  std::vector<std::string> lines = absl::StrSplit(paths, '\n');
-  if (lines.size() < 6) {
+  ABOX_ASSIGN_OR_RETURN(
+      std::string paths,
+      HostGitOk({"rev-parse", "--show-object-format", "--git-common-dir", "--git-path", "objects",
+                 "--git-path", "info/exclude", "--git-path", "logs/HEAD", "--git-path", "shallow",
+                 "--show-prefix"}));
+  // The prefix comes last: whatever its name holds, it is the rest of the output.
+  std::vector<std::string> lines = absl::StrSplit(paths, absl::MaxSplits('\n', 6));
+  if (lines.size() < 7) {
     return absl::InternalError(
         absl::StrCat("unexpected git rev-parse output in ", EscapePath(worktree_)));
   }
@@ -218,6 +220,10 @@ absl::Status Builder::ProbeHost() {
   host_.info_exclude = absolute(lines[3]);
   host_.logs_head = absolute(lines[4]);
   host_.shallow = absolute(lines[5]);
+  host_.prefix = lines[6];
+  if (absl::EndsWith(host_.prefix, "\n")) {
+    host_.prefix.pop_back();
+  }
   if (host_.objects.find('\n') != std::string::npos) {
     return absl::InvalidArgumentError(
         "the repository's object directory has a newline in its path, which git's "
@@ -254,6 +260,9 @@ std::string Builder::Fingerprint() const {
   }
   for (const auto& [path, reason] : rules_.exact_paths()) {
     absl::StrAppend(&text, "=", path, absl::string_view("\0", 1));
+  }
+  if (!host_.prefix.empty()) {  // (a worktree's top keeps the fingerprint it always had)
+    absl::StrAppend(&text, "prefix:", host_.prefix, absl::string_view("\0", 1));
   }
   return Sha256Hex(text);
 }

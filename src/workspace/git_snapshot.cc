@@ -37,6 +37,17 @@ using nlohmann::json;
 
 absl::StatusOr<GitSnapshot> Builder::Build() {
   ABOX_RETURN_IF_ERROR(ProbeHost());
+  if (history_ == GitHistory::kFull && !host_.prefix.empty()) {
+    // The history's trees are the whole worktree's; in a guest whose worktree is one directory
+    // of it, every commit would delete everything else. A snapshot of that directory instead.
+    history_ = GitHistory::kSnapshot;
+    out_.notes.push_back(absl::StrCat(
+        "git: the full history (--git-history) needs the workspace to be the top of its git "
+        "worktree, and it is the subdirectory '",
+        EscapePath(host_.prefix),
+        "': the sandbox gets a snapshot of HEAD under it instead (bind the worktree's top "
+        "directory for the history)"));
+  }
   out_.dir = dir_;
   out_.host_head = host_.head;
   if (absl::StartsWith(host_.head_ref, "refs/heads/")) {
@@ -116,6 +127,9 @@ absl::Status Builder::BuildSnapshot() {
                                       " has no commit yet: the sandbox's "
                                       "repository is empty"));
   } else {
+    if (!host_.prefix.empty()) {
+      where = absl::StrCat("'", EscapePath(host_.prefix), "' in ", where);
+    }
     out_.notes.push_back(
         absl::StrCat("git: the sandbox's repository is a snapshot of ", where, " at ",
                      Short(host_.head), " (one commit, no history",
@@ -128,8 +142,27 @@ absl::Status Builder::BuildSnapshot() {
 }
 
 absl::StatusOr<std::string> Builder::MakeSnapshotCommit() {
-  ABOX_ASSIGN_OR_RETURN(std::string listing,
-                        BuiltGitOk({"ls-tree", "-r", "-z", "--full-tree", host_.head}));
+  // A subdirectory's snapshot is HEAD's tree at its path ("<head>:<path>"), so paths in it are
+  // the workspace's, as the guest sees them.
+  std::string tree_ish = host_.head;
+  bool in_head = true;
+  if (!host_.prefix.empty()) {
+    tree_ish = absl::StrCat(host_.head, ":", absl::StripSuffix(host_.prefix, "/"));
+    ABOX_ASSIGN_OR_RETURN(GitResult type, BuiltGit({"cat-file", "-t", tree_ish}, {}));
+    if (type.exit_code != 0 && !absl::StrContains(type.err, "does not exist in")) {
+      return MissingOrInternal("cat-file", type.err);  // not "no such path": objects missing
+    }
+    in_head = type.exit_code == 0 && absl::StripAsciiWhitespace(type.out) == "tree";
+    if (!in_head) {
+      out_.notes.push_back(absl::StrCat("git: HEAD has no directory '", EscapePath(host_.prefix),
+                                        "': the sandbox's snapshot is empty (every file there "
+                                        "shows as untracked)"));
+    }
+  }
+  std::string listing;
+  if (in_head) {
+    ABOX_ASSIGN_OR_RETURN(listing, BuiltGitOk({"ls-tree", "-r", "-z", "--full-tree", tree_ish}));
+  }
   std::string kept;
   kept.reserve(listing.size());
   for (absl::string_view record : absl::StrSplit(listing, '\0', absl::SkipEmpty())) {
@@ -169,14 +202,19 @@ absl::StatusOr<std::string> Builder::MakeSnapshotCommit() {
   }
   std::string where =
       out_.branch.empty() ? "detached HEAD" : absl::StrCat("branch '", out_.branch, "'");
+  std::string under;  // where in the host's worktree this tree is
+  if (!host_.prefix.empty()) {
+    where = absl::StrCat("'", EscapePath(host_.prefix), "' of ", where);
+    under = absl::StrCat(" under '", EscapePath(host_.prefix), "'");
+  }
   std::string message = absl::StrCat(
       "abox: snapshot of ", where, " at ", host_.head,
-      "\n\nThis repository was built for the sandbox from the tree of the host's HEAD, without "
-      "the\npaths abox keeps out of sandboxes (",
-      out_.excluded.size(),
+      "\n\nThis repository was built for the sandbox from the tree of the host's HEAD", under,
+      ", without the\npaths abox keeps out of sandboxes (", out_.excluded.size(),
       " left out). The host's history, other branches, tags\nand stashes are not here.\n\n"
       "Abox-Host-Head: ",
-      host_.head, "\n");
+      host_.head, "\n",
+      host_.prefix.empty() ? "" : absl::StrCat("Abox-Host-Path: ", EscapePath(host_.prefix), "\n"));
   GitOptions commit_options;
   commit_options.input = message;
   const std::string name = "abox";

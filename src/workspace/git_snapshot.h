@@ -2,8 +2,10 @@
 // the user's. A copy would carry every blob the object store holds: a committed-then-removed
 // .env, a tracked key, stashes, other branches, dangling objects, rr-cache, rebase state.
 //
-//   - Snapshot (the default): one commit whose tree is HEAD's tree without the paths the
-//     exclude rules leave out (secret_patterns.h), on a branch of the same name as the host's
+//   - Snapshot (the default): one commit whose tree is HEAD's tree (for a workspace that is a
+//     subdirectory of the worktree: HEAD's tree at that path, empty when HEAD has none) without
+//     the paths the exclude rules leave out (secret_patterns.h), on a branch of the same name as
+//     the host's
 //     (or detached, as the host's HEAD is), with the host's HEAD id in its message
 //     ("Abox-Host-Head: <id>"). The guest's index is that tree (stat data zeroed: git
 //     re-reads the files once), so `git status` / `git diff` in the guest show the worktree's
@@ -12,7 +14,8 @@
 //     object they reach, after a scan of every commit they reach (all branches, tags, remotes,
 //     notes, stashes, reflog entries: `git log --all --reflog -m`) finds no path the rules
 //     leave out; otherwise kFailedPrecondition naming the paths and commits. The config is the
-//     host's through SanitizeGitConfig.
+//     host's through SanitizeGitConfig. Only at the worktree's top: a subdirectory gets the
+//     snapshot instead, with a note (the history's trees are the whole worktree's).
 //
 // Both are built in `dir` (kept between calls): objects go into packs that the scan, the
 // index and the guest all read from the same files, so what was checked is what is sent. The
@@ -56,10 +59,10 @@ struct GitSnapshot {
   std::vector<std::string> notes;  // one printable line each
 };
 
-// Builds or updates the guest's .git for the git worktree whose top directory is `worktree`,
-// in `dir` (created if missing; its parent must exist). kFailedPrecondition when full history
-// holds an excluded path, a ref names a tree or blob, or objects are missing (a partial
-// clone); kInvalidArgument for a repository layout it cannot express.
+// Builds or updates the guest's .git for `worktree`, the top directory of a git worktree or a
+// subdirectory of one, in `dir` (created if missing; its parent must exist). kFailedPrecondition
+// when full history holds an excluded path, a ref names a tree or blob, or objects are missing (a
+// partial clone); kInvalidArgument for a repository layout it cannot express.
 [[nodiscard]] absl::StatusOr<GitSnapshot> BuildGitSnapshot(const std::string& worktree,
                                                            const std::string& dir,
                                                            const ExcludeRules& rules,

@@ -57,6 +57,9 @@ struct Host {
   std::string shallow;
   std::string head;      // HEAD's commit; empty when unborn
   std::string head_ref;  // what HEAD points at ("refs/heads/main"); empty when detached
+  // The workspace's path in the worktree ("pkg/api/", as `rev-parse --show-prefix` says);
+  // empty at the top. The snapshot is then HEAD's tree under it.
+  std::string prefix;
 };
 
 // The first line of git's message, trimmed and escaped.
@@ -134,8 +137,9 @@ class Builder {
 
   absl::Status BuildSnapshot();
 
-  // HEAD's tree without the excluded paths, committed alone; deterministic for a given HEAD
-  // (abox's identity, HEAD's committer date), so rebuilding it yields the same id.
+  // HEAD's tree (under the prefix) without the excluded paths, committed alone; deterministic
+  // for a given HEAD (abox's identity, HEAD's committer date), so rebuilding it yields the same
+  // id. An empty tree when HEAD has no directory at the prefix (a new, untracked one).
   absl::StatusOr<std::string> MakeSnapshotCommit();
 
   // The excluded tree paths are kept beside the state so that an unchanged HEAD reports them
@@ -177,7 +181,7 @@ class Builder {
   const std::string dir_;
   const std::string git_;  // dir_/.git
   const ExcludeRules& rules_;
-  const GitHistory history_;
+  GitHistory history_;  // kFull falls back to kSnapshot for a subdirectory (Build)
   Host host_;
   BuildState state_;
   GitSnapshot out_;

@@ -45,7 +45,7 @@ class GitSnapshotTest : public ::testing::Test {
   static void SetUpTestSuite() { env_ = std::make_unique<testing::IsolatedGitEnv>(); }
   static void TearDownTestSuite() { env_.reset(); }
 
-  GitSnapshotTest() : repo_(host_ / "repo"), build_(state_ / "git") {
+  GitSnapshotTest() : repo_(host_ / "repo"), root_(repo_), build_(state_ / "git") {
     fs::create_directories(repo_);
   }
 
@@ -65,7 +65,7 @@ class GitSnapshotTest : public ::testing::Test {
   FileSet Compute(GitHistory history = GitHistory::kSnapshot, FileSetOptions options = {}) {
     options.git_build_dir = build_;
     options.git_history = history;
-    absl::StatusOr<FileSet> set = ComputeFileSet(repo_, options);
+    absl::StatusOr<FileSet> set = ComputeFileSet(root_, options);
     EXPECT_TRUE(set.ok()) << set.status();
     if (!set.ok()) {
       return FileSet{};
@@ -80,7 +80,7 @@ class GitSnapshotTest : public ::testing::Test {
   std::string Guest(const FileSet& set) {
     guests_.push_back(std::make_unique<workspace::testing::ScratchDir>("abox-guest"));
     std::string dir = guests_.back()->path();
-    Materialize(repo_, set, dir);
+    Materialize(root_, set, dir);
     return dir;
   }
 
@@ -101,6 +101,7 @@ class GitSnapshotTest : public ::testing::Test {
   workspace::testing::ScratchDir host_{"abox-snapshot-host"};
   workspace::testing::ScratchDir state_{"abox-snapshot-state"};
   std::string repo_;
+  std::string root_;  // the workspace: repo_ or a directory in it
   std::string build_;
   std::vector<std::unique_ptr<workspace::testing::ScratchDir>> guests_;
 };
@@ -287,6 +288,84 @@ TEST_F(GitSnapshotTest, ChangedExcludeRulesStartTheBuildOver) {
 }
 
 // ---- Full history ----
+
+// Issue 19: a workspace that is a subdirectory of the worktree gets HEAD's tree under it, so
+// `git status` / `git diff` in the guest show exactly the changes there against HEAD.
+TEST_F(GitSnapshotTest, SubdirectoryGetsHeadsTreeUnderIt) {
+  InitRepoWithRemovedSecret();
+  Write(repo_ + "/src/lib/util.py", "def f(): pass\n");
+  Write(repo_ + "/src/certs/server.pem", kKey);
+  Git(repo_, {"add", "-A"});
+  Git(repo_, {"commit", "-qm", "lib"});
+  std::string head = Head();
+  fs::remove(repo_ + "/src/certs/server.pem");  // tracked, in HEAD only
+  Write(repo_ + "/src/app.py", "print('v2')\n");
+  fs::remove(repo_ + "/src/lib/util.py");
+  Write(repo_ + "/src/new.py", "new\n");
+  Write(repo_ + "/README.md", "# changed outside the workspace\n");
+  root_ = repo_ + "/src";
+
+  FileSet set = Compute();
+  ASSERT_TRUE(set.git.has_value());
+  EXPECT_THAT(set.files, ElementsAre("app.py", "new.py"));
+  EXPECT_THAT(set.excluded, ElementsAre(Pair("certs/server.pem", "*.pem")));
+  EXPECT_EQ(set.git->host_head, head);
+  EXPECT_EQ(set.git->branch, "main");
+  std::string guest = Guest(set);
+  ExpectNoSecretIn(guest);
+  EXPECT_EQ(Git(guest, {"ls-tree", "-r", "--name-only", "HEAD"}), "app.py\nlib/util.py\n");
+  EXPECT_EQ(Git(guest, {"status", "--porcelain"}), " M app.py\n D lib/util.py\n?? new.py\n");
+  EXPECT_THAT(Git(guest, {"diff"}), HasSubstr("+print('v2')"));
+  EXPECT_EQ(Git(guest, {"rev-parse", "--abbrev-ref", "HEAD"}), "main\n");
+  std::string message = Git(guest, {"log", "-1", "--format=%B"});
+  EXPECT_THAT(message, HasSubstr(absl::StrCat("Abox-Host-Head: ", head)));
+  EXPECT_THAT(message, HasSubstr("Abox-Host-Path: src/"));
+  // Nothing of the rest of the worktree: not README.md's blob, no other ref, no hooks.
+  EXPECT_THAT(Git(guest, {"cat-file", "--batch-all-objects", "--batch"}), Not(HasSubstr("# demo")));
+  EXPECT_EQ(Git(guest, {"for-each-ref", "--format=%(refname)"}), "refs/heads/main\n");
+  EXPECT_FALSE(fs::exists(guest + "/.git/hooks"));
+  EXPECT_EQ(Git(guest, {"fsck", "--strict", "--no-dangling"}), "");
+
+  // An unchanged HEAD reuses the build; the workspace at the top starts a build of its own.
+  FileSet again = Compute();
+  ASSERT_TRUE(again.git.has_value());
+  EXPECT_FALSE(again.git->rebuilt);
+  EXPECT_EQ(again.git->commit, set.git->commit);
+  root_ = repo_;
+  FileSet top = Compute();
+  ASSERT_TRUE(top.git.has_value());
+  EXPECT_TRUE(top.git->rebuilt);
+  EXPECT_EQ(Git(Guest(top), {"ls-tree", "--name-only", "HEAD"}), "README.md\nsrc\n");
+}
+
+TEST_F(GitSnapshotTest, SubdirectoryNotInHeadGetsAnEmptySnapshot) {
+  InitRepoWithRemovedSecret();
+  Write(repo_ + "/fresh/a.txt", "a\n");
+  root_ = repo_ + "/fresh";
+  FileSet set = Compute();
+  ASSERT_TRUE(set.git.has_value());
+  EXPECT_THAT(set.notes, Contains(HasSubstr("HEAD has no directory 'fresh/'")));
+  std::string guest = Guest(set);
+  EXPECT_EQ(Git(guest, {"ls-tree", "-r", "HEAD"}), "");
+  EXPECT_EQ(Git(guest, {"status", "--porcelain"}), "?? a.txt\n");
+  ExpectNoSecretIn(guest);
+}
+
+// The history's trees are the whole worktree's: a subdirectory asked for it gets the snapshot,
+// and a note saying so (not an error: the sandbox keeps working, and less goes in, not more).
+TEST_F(GitSnapshotTest, FullHistoryForASubdirectoryIsTheSnapshotWithANote) {
+  InitRepoWithRemovedSecret();  // history holds .env and deploy.pem: full history is refused
+  root_ = repo_ + "/src";
+  FileSet set = Compute(GitHistory::kFull);
+  ASSERT_TRUE(set.git.has_value());
+  EXPECT_THAT(set.notes, Contains(HasSubstr("--git-history")));
+  EXPECT_THAT(set.notes, Contains(HasSubstr("subdirectory 'src/'")));
+  std::string guest = Guest(set);
+  EXPECT_EQ(Git(guest, {"rev-list", "--all", "--count"}), "1\n");
+  EXPECT_EQ(Git(guest, {"ls-files"}), "app.py\n");
+  EXPECT_EQ(Git(guest, {"status", "--porcelain"}), "");
+  ExpectNoSecretIn(guest);
+}
 
 TEST_F(GitSnapshotTest, FullHistoryIsRefusedNamingTheExcludedPathsAndTheirCommits) {
   InitRepoWithRemovedSecret();
