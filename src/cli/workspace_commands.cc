@@ -276,7 +276,9 @@ void AddWorkspaceCommands(CLI::App& app, Action* action) {
         id(cmd, o);
         cmd->add_option("paths", o->paths, "Files or directories to copy")->required();
         cmd->add_option("--to", o->to, "Copy into this directory instead of the bound one");
-        cmd->add_flag("-f,--force", o->force, "Overwrite host files changed since the last sync");
+        cmd->add_flag("-f,--force", o->force,
+                      "Overwrite host files changed since the last sync, and remove what the "
+                      "host added in a directory the sandbox replaced with a file (backed up)");
       });
   add("undo", "Restore the host files an apply or pull changed, exactly as they were", Undo,
       [&](CLI::App* cmd, Options* o) {
