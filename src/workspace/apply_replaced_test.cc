@@ -3,6 +3,9 @@
 // implied, guest_changes.h).
 #include <sys/stat.h>
 
+#include <map>
+#include <string>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "src/workspace/apply.h"
@@ -33,6 +36,24 @@ class ApplyReplacedTest : public testing::ApplyFixture {
   absl::StatusOr<ApplyPlan> PullFiles(const ApplyOptions& options) {
     return PlanPull(*tree_, base_, Guest(), *store_, options);
   }
+  // Synced: d/a.txt and d/sub/b.txt; the sandbox then made d a file.
+  void SandboxReplacesDirWithFile() {
+    Both("d/a.txt", "a\n");
+    Both("d/sub/b.txt", "b\n");
+    SyncFiles();
+    fs::remove_all(guest_ + "/d");
+    Put(guest_ + "/d", "now a file\n");
+  }
+  // Runs `plan`: the host then matches the sandbox; its undo brings back `before`.
+  void ExpectAppliedThenUndone(const ApplyPlan& plan,
+                               const std::map<std::string, std::string>& before) {
+    auto result = Run(plan);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(Snapshot(host_), Snapshot(guest_));
+    auto undo = artifacts_->Undo(result->artifact_id, /*force=*/false);
+    ASSERT_TRUE(undo.ok()) << undo.status();
+    EXPECT_EQ(Snapshot(host_), before);
+  }
   static std::string Dump(const ApplyPlan& plan) {
     std::string out;
     for (const PlannedChange& c : plan.changes) {
@@ -45,12 +66,8 @@ class ApplyReplacedTest : public testing::ApplyFixture {
 // Issue 19: the sandbox replaced directory d with a file, the host left d as synced. The
 // sandbox's change, not "both sides changed": d's files and its subdirectory go (backed up).
 TEST_F(ApplyReplacedTest, ADirectoryTheSandboxReplacedWithAFileIsTheSandboxsChange) {
-  Both("d/a.txt", "a\n");
-  Both("d/sub/b.txt", "b\n");
   Both("keep.txt", "k\n");
-  SyncFiles();
-  fs::remove_all(guest_ + "/d");
-  Put(guest_ + "/d", "now a file\n");
+  SandboxReplacesDirWithFile();
   auto before = Snapshot(host_);
   auto plan = PlanFiles();
   ASSERT_TRUE(plan.ok()) << plan.status();
@@ -61,14 +78,8 @@ TEST_F(ApplyReplacedTest, ADirectoryTheSandboxReplacedWithAFileIsTheSandboxsChan
   EXPECT_EQ(Find(*plan, "d/sub/b.txt")->action, Action::kDelete);
   ASSERT_NE(Find(*plan, "d/sub"), nullptr) << Dump(*plan);
   EXPECT_EQ(Find(*plan, "d/sub")->action, Action::kRmdir);
-  auto result = Run(*plan);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(Get(host_ + "/d"), "now a file\n");
-  EXPECT_EQ(Snapshot(host_), Snapshot(guest_));
   // Undo puts the directory back, every file byte for byte.
-  auto undo = artifacts_->Undo(result->artifact_id, /*force=*/false);
-  ASSERT_TRUE(undo.ok()) << undo.status();
-  EXPECT_EQ(Snapshot(host_), before);
+  ExpectAppliedThenUndone(*plan, before);
 }
 
 TEST_F(ApplyReplacedTest, AFileTheSandboxReplacedWithADirectoryIsTheSandboxsChange) {
@@ -82,11 +93,7 @@ TEST_F(ApplyReplacedTest, AFileTheSandboxReplacedWithADirectoryIsTheSandboxsChan
   EXPECT_FALSE(plan->has_conflicts()) << Dump(*plan);
   EXPECT_EQ(Find(*plan, "x")->action, Action::kMkdir) << Dump(*plan);
   EXPECT_EQ(Find(*plan, "x/inner")->action, Action::kWrite);
-  auto result = Run(*plan);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(Snapshot(host_), Snapshot(guest_));
-  ASSERT_TRUE(artifacts_->Undo(result->artifact_id, false).ok());
-  EXPECT_EQ(Snapshot(host_), before);
+  ExpectAppliedThenUndone(*plan, before);
 }
 
 TEST_F(ApplyReplacedTest, AFileTheHostEditedWhileTheSandboxMadeItADirectoryConflicts) {
@@ -113,11 +120,7 @@ TEST_F(ApplyReplacedTest, AFileTheHostEditedWhileTheSandboxMadeItADirectoryConfl
 // What the host changed beneath the directory since the sync stays a conflict that names it;
 // nothing is written.
 TEST_F(ApplyReplacedTest, AHostChangeBeneathTheReplacedDirectoryConflicts) {
-  Both("d/a.txt", "a\n");
-  Both("d/sub/b.txt", "b\n");
-  SyncFiles();
-  fs::remove_all(guest_ + "/d");
-  Put(guest_ + "/d", "now a file\n");
+  SandboxReplacesDirWithFile();
 
   Put(host_ + "/d/sub/b.txt", "edited on the host\n");
   auto edited = PlanFiles();
@@ -149,11 +152,7 @@ TEST_F(ApplyReplacedTest, AHostChangeBeneathTheReplacedDirectoryConflicts) {
 // sandbox's version: the host's files beneath the directory are removed, backed up, and undo
 // brings them back.
 TEST_F(ApplyReplacedTest, PullForceTakesTheSandboxsVersionOfAReplacedDirectory) {
-  Both("d/a.txt", "a\n");
-  Both("d/sub/b.txt", "b\n");
-  SyncFiles();
-  fs::remove_all(guest_ + "/d");
-  Put(guest_ + "/d", "now a file\n");
+  SandboxReplacesDirWithFile();
   Put(host_ + "/d/a.txt", "edited on the host\n");
   Put(host_ + "/d/mine.txt", "the person's\n");
   Put(host_ + "/d/new/n.txt", "new on the host\n");
@@ -175,21 +174,12 @@ TEST_F(ApplyReplacedTest, PullForceTakesTheSandboxsVersionOfAReplacedDirectory) 
   EXPECT_EQ(Find(*forced, "d")->action, Action::kWrite);
   EXPECT_EQ(Find(*forced, "d/mine.txt")->action, Action::kDelete) << Dump(*forced);
   EXPECT_EQ(Find(*forced, "d/new")->action, Action::kRmdir);
-  auto result = Run(*forced);
-  ASSERT_TRUE(result.ok()) << result.status();
-  EXPECT_EQ(Get(host_ + "/d"), "now a file\n");
-  EXPECT_EQ(Snapshot(host_), Snapshot(guest_));
-  auto undo = artifacts_->Undo(result->artifact_id, /*force=*/false);
-  ASSERT_TRUE(undo.ok()) << undo.status();
-  EXPECT_EQ(Snapshot(host_), before);
+  ExpectAppliedThenUndone(*forced, before);
 }
 
 // What --force cannot replace (a nested repository's .git, a fifo) is not offered to it.
 TEST_F(ApplyReplacedTest, PullNamesForceOnlyForWhatForceResolves) {
-  Both("d/a.txt", "a\n");
-  SyncFiles();
-  fs::remove_all(guest_ + "/d");
-  Put(guest_ + "/d", "now a file\n");
+  SandboxReplacesDirWithFile();
   Put(host_ + "/d/.git/config", "[core]\n");
   ASSERT_EQ(::mkfifo((host_ + "/d/pipe").c_str(), 0600), 0);
   auto before = Snapshot(host_);
