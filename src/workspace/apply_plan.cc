@@ -10,6 +10,7 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/workspace/apply.h"
+#include "src/workspace/apply_states.h"
 #include "src/workspace/apply_symlinks.h"
 #include "src/workspace/exec_files.h"
 #include "src/workspace/merge.h"
@@ -19,6 +20,10 @@
 namespace abox::workspace {
 namespace {
 
+using apply_internal::ActionFor;
+using apply_internal::AsLanded;
+using apply_internal::Describe;
+using apply_internal::HoldsBeneath;
 using Action = PlannedChange::Action;
 using Kind = PathState::Kind;
 
@@ -34,69 +39,9 @@ struct Candidate {
   PathState guest;
 };
 
-// True when `m` lists something beneath `path`. The sync's manifests hold files and symlinks
-// only (guest_changes.h), so a directory is in them through what it holds.
-bool HoldsBeneath(const Manifest* m, const std::string& path) {
-  if (m == nullptr) {
-    return false;
-  }
-  std::string prefix = absl::StrCat(path, "/");
-  auto it = m->lower_bound(prefix);
-  return it != m->end() && absl::StartsWith(it->first, prefix);
-}
-
 bool Matches(absl::string_view path, absl::string_view filter) {
   return path == filter || (absl::StartsWith(path, filter) && path.size() > filter.size() &&
                             path[filter.size()] == '/');
-}
-
-// The action that turns `from` into `to` on the host.
-Action ActionFor(const PathState& from, const PathState& to) {
-  switch (to.kind) {
-    case Kind::kAbsent:
-      return from.kind == Kind::kDir ? Action::kRmdir : Action::kDelete;
-    case Kind::kDir:
-      return Action::kMkdir;
-    case Kind::kSymlink:
-      return Action::kSymlink;
-    case Kind::kFile:
-      return from.kind == Kind::kFile && from.sha256 == to.sha256 ? Action::kMode : Action::kWrite;
-    case Kind::kOther:
-      break;
-  }
-  return Action::kAlreadyDone;
-}
-
-// The sandbox's state of a path as it lands on the host: a file mode the sandbox chose (one
-// neither the base nor the host has) becomes 0644 or 0755 (HostModeForSandboxFile), so a
-// sandbox never makes a host file group- or world-writable. A mode the base or the host
-// already has is the person's and stays (an edited 0600 file stays 0600).
-PathState AsLanded(PathState guest, const PathState& base, const PathState& host) {
-  if (guest.kind != Kind::kFile) {
-    return guest;
-  }
-  bool known = (base.kind == Kind::kFile && base.mode == guest.mode) ||
-               (host.kind == Kind::kFile && host.mode == guest.mode);
-  if (!known) {
-    guest.mode = HostModeForSandboxFile(guest.mode);
-  }
-  return guest;
-}
-
-std::string Describe(const PathState& s) {
-  switch (s.kind) {
-    case Kind::kAbsent:
-      return "deleted";
-    case Kind::kFile:
-      return "a file";
-    case Kind::kSymlink:
-      return "a symlink";
-    case Kind::kDir:
-      return "a directory";
-    case Kind::kOther:
-      return "a special file";
-  }
-  return "?";
 }
 
 class Planner {
@@ -439,10 +384,9 @@ class Planner {
         std::vector<std::string> under;
         ABOX_RETURN_IF_ERROR(HostSubtree(c.path, &under));
         for (const std::string& p : under) {
-          if (!Touchable(p)) {
+          if (std::optional<std::string> why = Unremovable(p)) {
             c.forceable = false;
-            absl::StrAppend(&c.reason, "; the host keeps '", EscapePath(p),
-                            "' in it, which abox never replaces");
+            absl::StrAppend(&c.reason, "; the host keeps '", EscapePath(p), "' in it (", *why, ")");
             break;
           }
         }
@@ -467,8 +411,8 @@ class Planner {
           }
           continue;
         }
-        if (!Touchable(p)) {
-          kept.push_back(absl::StrCat("'", EscapePath(p), "' (abox never replaces it)"));
+        if (std::optional<std::string> why = Unremovable(p)) {
+          kept.push_back(absl::StrCat("'", EscapePath(p), "' (", *why, ")"));
           forceable = false;
           continue;
         }
@@ -509,13 +453,20 @@ class Planner {
     return absl::OkStatus();
   }
 
-  // A host path a pull --force may remove: one HostTree handles and not a special file.
-  bool Touchable(const std::string& path) {
-    if (!HostTree::CheckPath(path).ok()) {
-      return false;
+  // Why a pull --force cannot remove host path `p` beneath a replaced directory; nullopt
+  // when it can (HostTree handles it and it is no special file).
+  std::optional<std::string> Unremovable(const std::string& p) {
+    if (base_ == nullptr) {
+      return "a pull into another directory never removes it";
     }
-    absl::StatusOr<PathState> host = HostAt(path);
-    return host.ok() && host->kind != Kind::kOther;
+    if (!HostTree::CheckPath(p).ok()) {
+      return "abox never replaces it";
+    }
+    absl::StatusOr<PathState> host = HostAt(p);
+    if (!host.ok() || host->kind == Kind::kOther) {
+      return "abox never replaces it";
+    }
+    return std::nullopt;
   }
 
   // Every file a write needs is in the store (before anything is written).

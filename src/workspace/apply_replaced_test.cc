@@ -216,5 +216,28 @@ TEST_F(ApplyReplacedTest, PullNamesForceOnlyForWhatForceResolves) {
       << apply_refused.status();
 }
 
+// A pull into another directory removes nothing, --force or not: it does not offer --force
+// for a directory there that the sandbox has as a file.
+TEST_F(ApplyReplacedTest, PullIntoAnotherDirectoryNeverRemovesADirectorysFiles) {
+  Put(guest_ + "/d", "a file in the sandbox\n");
+  std::string out = dir_ / "out";
+  Put(out + "/d/x.txt", "there\n");
+  auto other = HostTree::Open(out);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto before = Snapshot(out);
+  for (bool force : {false, true}) {
+    auto plan = PlanPullInto(*other, Guest(), *store_, {.paths = {"d"}, .force = force});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const PlannedChange* d = Find(*plan, "d");
+    EXPECT_EQ(d->action, Action::kConflict) << Dump(*plan);
+    EXPECT_FALSE(d->forceable);
+    EXPECT_TRUE(absl::StrContains(d->reason, "never removes")) << d->reason;
+    auto refused = Apply(*other, *plan, *store_, *artifacts_, {});
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_FALSE(absl::StrContains(refused.status().message(), "use --force")) << refused.status();
+  }
+  EXPECT_EQ(Snapshot(out), before);
+}
+
 }  // namespace
 }  // namespace abox::workspace
