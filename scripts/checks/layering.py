@@ -23,6 +23,8 @@ LAYERS = {
     # except by SecretValue::Reveal(), so it depends on nothing but base.
     "secrets": ["base"],
     "image": ["base"],
+    # Per-project templates (.abox.toml, --template auto): untrusted text in, plain values out.
+    "template": ["base"],
     "workspace": ["base"],
     "api": ["base"],
     "http": ["base", "api"],
@@ -31,13 +33,13 @@ LAYERS = {
     "guest": ["base", "proto", "workspace"],
     "client": ["base", "api", "http"],
     "daemon": ["base", "api", "http", "store", "runtime", "vmm", "image", "net", "proto",
-               "workspace", "secrets"],
+               "workspace", "secrets", "template"],
     # The CLI is a client of the API: it fills and reads the api types (src/api/<resource>.h)
     # that the client sends and decodes.
-    "cli": ["base", "api", "client", "runtime", "image", "vmm", "proto", "workspace"],
+    "cli": ["base", "api", "client", "runtime", "image", "vmm", "proto", "workspace", "template"],
     # abox-mcp is a client of the API like the CLI, and nothing more: no VM, image or guest code.
     # It serves MCP over Streamable HTTP with the same HTTP server as aboxd (src/http).
-    "mcp": ["base", "api", "client", "http"],
+    "mcp": ["base", "api", "client", "http", "template"],
 }
 
 # (including file, folder it may reach anyway): reason. Each is a debt with its way out.
