@@ -48,9 +48,16 @@ TEST(TomlPrescreenTest, FindsNonAsciiWhereTheParserLooksForWhitespace) {
   EXPECT_TRUE(FindUnsafeTomlSpot("a = .'\xc3\xa9'\n").has_value());
   EXPECT_TRUE(FindUnsafeTomlSpot("a = \"\"\"\"x\\\xef\xba\xbf\"\"\"\n").has_value());
   EXPECT_FALSE(FindUnsafeTomlSpot("a = \"\"\"\"x\\\\\xef\xba\xbf\"\"\"\n").has_value());
-  spot = FindUnsafeTomlSpot("a =\"\xc3\xa9\"\n");
+  // Strings right after '=' or '.' are strings; a bare value's run is not.
+  EXPECT_FALSE(FindUnsafeTomlSpot("a =\"\xc3\xa9\"\nb.'\xc3\xa9' = 1\n").has_value());
+  // Regression (template_parse_fuzz): the closing quotes end the string, not open another.
+  spot = FindUnsafeTomlSpot("#@ \nsp =\"\"\"\n\"\"\"\"\xef\xbb\x8f# sm\n");
   ASSERT_TRUE(spot.has_value());
-  EXPECT_THAT(spot->why, HasSubstr("put a space before it"));
+  EXPECT_EQ(spot->line, 3u);
+  EXPECT_EQ(spot->column, 5u);
+  EXPECT_TRUE(FindUnsafeTomlSpot("a = 8='\xc3\xa9'\n").has_value());
+  EXPECT_TRUE(FindUnsafeTomlSpot("a = true\xc3\xa9\n").has_value());
+  EXPECT_TRUE(FindUnsafeTomlSpot("a = [1,\n  2 \xc3\xa9]\n").has_value());
   EXPECT_TRUE(FindUnsafeTomlSpot("a = 1 \xef\xb3\xbf\n").has_value());
 }
 
