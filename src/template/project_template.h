@@ -72,7 +72,7 @@ struct ProjectTemplate {
 
 // The template as .abox.toml text that ParseTemplate reads back to the same values (source,
 // detected and notes become comments), e.g. to save what `--template auto` guessed. Sizes are
-// written as "NGiB" when whole, else "NMiB".
+// written as "NGiB" when whole, else as an integer number of MiB.
 [[nodiscard]] std::string FormatTemplate(const ProjectTemplate& t);
 
 // Reads and parses `<workspace_dir>/.abox.toml`; nullopt when there is none. The file must be a
