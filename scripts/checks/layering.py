@@ -24,7 +24,7 @@ LAYERS = {
     "secrets": ["base"],
     "image": ["base"],
     # Per-project templates (.abox.toml, --template auto): untrusted text in, plain values out.
-    "template": ["base"],
+    "template": ["base", "api"],
     "workspace": ["base"],
     "api": ["base"],
     "http": ["base", "api"],

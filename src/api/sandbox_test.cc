@@ -12,8 +12,22 @@ TEST(SandboxCreateTest, DefaultsFromEmptyBody) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->image, "default");
   EXPECT_EQ(c->cpus, 1);
-  EXPECT_EQ(c->memory_mib, 512);
+  EXPECT_EQ(c->memory_mib, 2048);
+  EXPECT_EQ(c->disk_mib, 16384);
   EXPECT_EQ(c->accel, "auto");
+}
+
+TEST(SandboxCreateTest, DiskSizeIsBounded) {
+  absl::StatusOr<SandboxCreate> c = DecodeSandboxCreate(R"({"disk_mib": 32768})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->disk_mib, 32768);
+  EXPECT_EQ(ToJson(*c)["disk_mib"], 32768);
+  for (const char* bad :
+       {R"({"disk_mib": 512})", R"({"disk_mib": 2000000})", R"({"disk_mib": "16G"})"}) {
+    absl::StatusOr<SandboxCreate> r = DecodeSandboxCreate(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("disk_mib"), std::string::npos) << r.status();
+  }
 }
 
 TEST(SandboxCreateTest, ReadsEveryField) {

@@ -251,6 +251,11 @@ void AddRunCommand(CLI::App* agent, const std::string& name, const std::string& 
   cmd->add_option("--memory", o->memory_mib, "Guest memory in MiB (default 2048)")
       ->check(CLI::Range(256, 262144));
   cmd->add_option("--disk", o->disk, "Guest disk: 32G, 500M or MiB (default 16G, sparse)");
+  cmd->add_option("--template", o->template_mode,
+                  "The repository's .abox.toml is used when present; auto also guesses one; "
+                  "none leaves it out (the image stays the agent's)");
+  cmd->add_flag("--allow-template-egress", o->allow_template_egress,
+                "Accept the egress rules the repository's template asks for");
   cmd->add_option("--cpus", o->cpus, "Virtual CPUs")->check(CLI::Range(1, 64));
   cmd->add_flag("--ask-permissions", o->ask_permissions,
                 "Keep the agent's own permission prompts (by default they are skipped: the VM is "

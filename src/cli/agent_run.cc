@@ -16,6 +16,7 @@
 #include "src/api/sandbox.h"
 #include "src/api/workspace.h"
 #include "src/base/status_macros.h"
+#include "src/cli/create_template.h"
 #include "src/cli/diff_format.h"
 #include "src/cli/exec_command.h"
 #include "src/cli/exit_status.h"
@@ -52,6 +53,14 @@ absl::StatusOr<api::Sandbox> CreateSandbox(client::ApiClient& api, const AgentRu
   std::string dir = o.workspace.empty() ? std::filesystem::current_path().string() : o.workspace;
   body.workspace = WorkspaceSpecFor(dir);
   body.models = {ApiOf(o.invocation.agent)};
+  // The repository's template: resources, setup and (accepted) egress; the image stays the
+  // agent's.
+  ABOX_RETURN_IF_ERROR(ApplyWorkspaceTemplate(
+      {.mode = o.template_mode,
+       .allow_egress = o.allow_template_egress,
+       .given = {.cpus = o.cpus > 0, .memory = o.memory_mib > 0, .disk = !o.disk.empty()},
+       .keep_image = true},
+      &body));
   bool progress = ::isatty(STDERR_FILENO) != 0;
   if (progress) {
     std::fprintf(stderr, "starting a sandbox for %s on %s...", o.invocation.agent.c_str(),

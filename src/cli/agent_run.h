@@ -15,7 +15,9 @@ struct AgentRunOptions {
   std::string image;
   int64_t memory_mib = 0;     // 0: aboxd's default (2 GiB)
   std::string disk;           // --disk; empty: aboxd's default
-  int64_t cpus = 0;           // 0: aboxd's default
+  std::string template_mode;  // --template: "", auto or none (see create_template.h)
+  bool allow_template_egress = false;
+  int64_t cpus = 0;  // 0: aboxd's default
   bool ask_permissions = false;
 };
 

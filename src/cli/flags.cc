@@ -51,9 +51,8 @@ absl::StatusOr<int64_t> ParseSizeMib(std::string_view flag_text, std::string_vie
   const absl::string_view flag(flag_text.data(), flag_text.size());
   const absl::string_view text(text_in.data(), text_in.size());
   auto bad = [&] {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " expects a size such as 32G, 500M or a number of MiB, got '", text,
-                     "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " expects a size such as 32G, 500M or a number of MiB, got '", text, "'"));
   };
   absl::string_view digits = text;
   size_t n = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "src/base/self_path.h"
+#include "src/base/status_macros.h"
 #include "src/cli/output.h"
 #include "src/image/image_build.h"
 #include "src/image/image_presets.h"
@@ -29,17 +30,9 @@ std::string ImagePresetHelp() {
   return out;
 }
 
-int ImageBuild(const ImageBuildOptions& options) {
-  auto paths = base::ResolveHostLayout();
-  if (!paths.ok()) {
-    PrintError(paths.status());
-    return 1;
-  }
-  if (absl::StatusOr<const image::ImagePreset*> preset = image::FindImagePreset(options.preset);
-      !preset.ok()) {
-    PrintError(preset.status());
-    return 2;
-  }
+absl::StatusOr<image::BuildResult> BuildImageWithProgress(const ImageBuildOptions& options) {
+  ABOX_ASSIGN_OR_RETURN(base::HostLayout paths, base::ResolveHostLayout());
+  ABOX_RETURN_IF_ERROR(image::FindImagePreset(options.preset).status());
   image::BuildOptions b;
   b.name = options.name.empty() ? image::DefaultImageNameFor(options.preset) : options.name;
   b.preset = options.preset;
@@ -50,15 +43,11 @@ int ImageBuild(const ImageBuildOptions& options) {
   if (!options.guest_binary.empty()) {
     b.agent_binary = options.guest_binary;
   } else {
-    auto agent = base::FindCompanionBinary("abox-guest", "ABOX_GUEST_BIN");
-    if (!agent.ok()) {
-      PrintError(agent.status());
-      return 1;
-    }
-    b.agent_binary = *agent;
+    ABOX_ASSIGN_OR_RETURN(b.agent_binary,
+                          base::FindCompanionBinary("abox-guest", "ABOX_GUEST_BIN"));
   }
   bool tty = ::isatty(STDERR_FILENO) != 0;
-  auto result = image::BuildImage(*paths, b, [tty](const image::Progress& p) {
+  auto result = image::BuildImage(paths, b, [tty](const image::Progress& p) {
     std::fprintf(stderr, "%s[%d/%d] %s (%.1fs)%s", tty ? "\r\033[K" : "", p.stage, p.total,
                  p.message.c_str(), static_cast<double>(p.elapsed.count()) / 1000.0,
                  tty ? "" : "\n");
@@ -66,6 +55,11 @@ int ImageBuild(const ImageBuildOptions& options) {
   if (tty) {
     std::fprintf(stderr, "\n");
   }
+  return result;
+}
+
+int ImageBuild(const ImageBuildOptions& options) {
+  absl::StatusOr<image::BuildResult> result = BuildImageWithProgress(options);
   if (!result.ok()) {
     PrintError(result.status());
     return 1;
@@ -74,8 +68,7 @@ int ImageBuild(const ImageBuildOptions& options) {
   std::printf("image %s %s: preset %s, kernel %s, %zu packages, agent %s (protocol %u)\n  %s\n",
               m.name.c_str(), result->up_to_date ? "is up to date" : "built",
               m.preset.empty() ? "minimal" : m.preset.c_str(), m.kernel_version.c_str(),
-              m.packages.size(), m.agent_version.c_str(),
-              m.protocol_version, result->dir.c_str());
+              m.packages.size(), m.agent_version.c_str(), m.protocol_version, result->dir.c_str());
   for (const auto& a : m.coding_agents) {
     std::printf("  %s %s: %s -> %s\n", a.name.c_str(), a.version.c_str(), a.command.c_str(),
                 a.binary.c_str());
@@ -158,10 +151,10 @@ int ImageList(bool json) {
                     m.agent_version + " (protocol " + std::to_string(m.protocol_version) + ")",
                     agents.empty() ? "-" : absl::StrJoin(agents, ", "), HumanBytes(size), status});
   }
-  std::printf(
-      "%s",
-      FormatTable({"NAME", "PRESET", "CREATED", "KERNEL", "AGENT", "CODING AGENTS", "SIZE", "STATUS"}, rows)
-          .c_str());
+  std::printf("%s", FormatTable({"NAME", "PRESET", "CREATED", "KERNEL", "AGENT", "CODING AGENTS",
+                                 "SIZE", "STATUS"},
+                                rows)
+                        .c_str());
   return 0;
 }
 

@@ -3,6 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "src/image/image_build.h"
+
 namespace abox::cli {
 
 struct ImageBuildOptions {
@@ -20,6 +23,9 @@ std::vector<std::string> SplitPackageList(const std::string& text);
 // --preset's help: every preset with its summary.
 std::string ImagePresetHelp();
 
+// Builds (or confirms) an image, its progress on stderr. ImageBuild prints the result too.
+[[nodiscard]] absl::StatusOr<image::BuildResult> BuildImageWithProgress(
+    const ImageBuildOptions& options);
 int ImageBuild(const ImageBuildOptions& options);
 int ImageList(bool json);
 int ImageVerify(const std::string& name);

@@ -85,9 +85,7 @@ int main(int argc, char** argv) {
   build_cmd->add_option("--name", build.name,
                         "Image name (default: \"default\" for the developer preset, else the "
                         "preset's name)");
-  build_cmd
-      ->add_option("--preset", build.preset,
-                   abox::cli::ImagePresetHelp())
+  build_cmd->add_option("--preset", build.preset, abox::cli::ImagePresetHelp())
       ->capture_default_str();
   build_cmd->add_option("--packages", packages, "Extra Debian packages, comma- or space-separated");
   build_cmd->add_flag("--force", build.force, "Rebuild even when the image is up to date");

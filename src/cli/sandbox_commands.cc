@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "src/api/sandbox.h"
 #include "src/api/wire.h"
+#include "src/cli/create_template.h"
 #include "src/cli/flags.h"
 #include "src/cli/output.h"
 #include "src/cli/sandbox_format.h"
@@ -48,6 +49,8 @@ struct CreateOptions {
   std::vector<std::string> secrets;  // NAME or NAME=VARIABLE
   std::vector<std::string> git_push;
   std::vector<std::string> models;  // anthropic | openai
+  std::string template_mode;        // --template
+  bool allow_template_egress = false;
 };
 
 int Create(const CreateOptions& o) {
@@ -128,6 +131,16 @@ int Create(const CreateOptions& o) {
   }
   body.git_push = o.git_push;
   body.models = o.models;
+  if (absl::Status s = ApplyWorkspaceTemplate({.mode = o.template_mode,
+                                               .allow_egress = o.allow_template_egress,
+                                               .given = {.image = !o.image.empty(),
+                                                         .cpus = o.cpus > 0,
+                                                         .memory = o.memory_mib > 0,
+                                                         .disk = !o.disk.empty()}},
+                                              &body);
+      !s.ok()) {
+    return Fail(s);
+  }
   absl::StatusOr<std::unique_ptr<client::ApiClient>> api = ConnectToDaemon();
   if (!api.ok()) {
     return Fail(api.status());
@@ -366,6 +379,13 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
                    "the real key (abox agent login) stays on the host (repeatable)")
       ->check(CLI::IsMember({"anthropic", "openai"}))
       ->allow_extra_args(false);
+  create_cmd->add_option("--template", create->template_mode,
+                         "With -w: the repository's .abox.toml is used when present; auto also "
+                         "guesses one from its files (package.json, pyproject.toml, go.mod, ...) "
+                         "when there is none; none leaves it out (docs/templates.md)");
+  create_cmd->add_flag("--allow-template-egress", create->allow_template_egress,
+                       "Accept the egress rules the repository's template asks for (a template "
+                       "cannot widen egress on its own)");
   create_cmd->add_flag("--json", create->json, "Print the created sandbox as the API's JSON");
   create_cmd->add_flag("--no-wait", create->no_wait,
                        "Return as soon as the sandbox is accepted (state creating); follow it "

@@ -43,6 +43,8 @@ TEST(SandboxTableTest, AlignedColumnsAgesExpiryAndLabels) {
        {"state", "ready"},
        {"cpus", 2},
        {"memory_mib", 1536},
+       {"disk_mib", 16384},
+       {"disk_used_bytes", 328204288},
        {"labels", {{"team", "a"}, {"app", "web"}}},
        {"created_at", "2026-11-30T10:00:00.000Z"},
        {"expires_at", "2026-11-30T14:00:00Z"}},
@@ -52,19 +54,23 @@ TEST(SandboxTableTest, AlignedColumnsAgesExpiryAndLabels) {
        {"state", "stopped"},
        {"cpus", 1},
        {"memory_mib", 512},
+       {"disk_mib", 16384},
        {"labels", json::object()},
        {"created_at", "2026-11-28T12:00:00Z"},
        {"expires_at", "2026-11-28T13:00:00Z"}},
   });
   EXPECT_EQ(SandboxTable(Sandboxes(sandboxes), At("2026-11-30T12:00:00Z")),
-            "ID            NAME  IMAGE    STATE    CPUS  MEM      AGE  EXPIRES  LABELS\n"
-            "3fa9c1b2d4e5  web   default  ready    2     1.5 GiB  2h   in 2h    app=web,team=a\n"
-            "9e8d7c6b5a49  old   default  stopped  1     512 MiB  2d   -        -\n");
+            "ID            NAME  IMAGE    STATE    CPUS  MEM      DISK              AGE  EXPIRES  "
+            "LABELS\n"
+            "3fa9c1b2d4e5  web   default  ready    2     1.5 GiB  313.0 MiB/16 GiB  2h   in 2h    "
+            "app=web,team=a\n"
+            "9e8d7c6b5a49  old   default  stopped  1     512 MiB  16 GiB            2d   -        "
+            "-\n");
 }
 
 TEST(SandboxTableTest, MissingFieldsShowAsDashesMistypedOnesAreNamed) {
   std::string table = SandboxTable(Sandboxes(json::array({json::object()})), absl::Now());
-  EXPECT_THAT(table, HasSubstr("\n-   -     -      -      -     -    -    -        -\n"));
+  EXPECT_THAT(table, HasSubstr("\n-   -     -      -      -     -    -     -    -        -\n"));
   // A mistyped field is not shown as a blank: the answer is refused, naming it.
   absl::StatusOr<std::vector<api::Sandbox>> mistyped =
       api::DecodeSandboxList({{"sandboxes", json::array({{{"id", 7}, {"cpus", "two"}}})}});

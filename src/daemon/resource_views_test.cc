@@ -33,6 +33,7 @@ TEST(SandboxJsonTest, TheWholeObjectOfARecord) {
   r.image = "default";
   r.cpus = 2;
   r.memory_mib = 1024;
+  r.disk_mib = 16384;
   r.labels = {{"app", "web"}};
   r.state = store::SandboxState::kFailed;
   r.failure = "no kvm";
@@ -44,9 +45,11 @@ TEST(SandboxJsonTest, TheWholeObjectOfARecord) {
   r.accel = "tcg";
   api::SandboxLive live{.running_execs = 0,
                         .workspace = {{"path", "/w"}, {"guest_path", "/workspace"}},
-                        .egress_mode = "open"};
+                        .egress_mode = "open",
+                        .disk_used_bytes = 4096};
   EXPECT_EQ(api::Dump(SandboxJson(r, live)),
             R"({"accel":"tcg","cpus":2,"created_at":"1970-01-01T00:16:40.000Z",)"
+            R"("disk_mib":16384,"disk_used_bytes":4096,)"
             R"("egress":{"mode":"open"},"failure":"no kvm","id":"0123456789ab",)"
             R"("idle_timeout_seconds":0,"image":"default","labels":{"app":"web"},)"
             R"("last_active_at":"1970-01-01T00:16:42.000Z","memory_mib":1024,"name":"web",)"

@@ -28,7 +28,7 @@ using ::testing::HasSubstr;
 
 class SandboxLifecycleTest : public testing::DaemonTestBase {
  protected:
-  void StartDaemon(Budget budget = {8, 8192}, int pool = 0) {
+  void StartDaemon(Budget budget = {8, 32768}, int pool = 0) {
     daemon_ = std::make_unique<testing::TestDaemon>(home_.path(), budget);
     daemon_->set_clock(&clock_);
     daemon_->set_pool({.size = pool, .check_interval = absl::Milliseconds(10)});
@@ -186,7 +186,7 @@ TEST_F(SandboxLifecycleTest, WithAWarmPoolAFailedCreateDestroysThePooledVmItTook
     EXPECT_FALSE(fs::exists(fs::path(home_.path()) / "pool" / pooled[0])) << "its marker leaked";
     // What is reserved is the pool's alone (a refill may be on its way).
     wait_idle();
-    EXPECT_EQ(daemon_->ledger().Usage().memory_mib, 512);
+    EXPECT_EQ(daemon_->ledger().Usage().memory_mib, api::kDefaultMemoryMib);
     EXPECT_EQ(daemon_->daemon().sandboxes().RunningCount(), 0);
     EXPECT_EQ(daemon_->egress().running(), 0u);
     for (const nlohmann::json& s : Sandboxes()) {

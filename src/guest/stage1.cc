@@ -234,9 +234,9 @@ absl::Status Stage1() {
   // Not fatal: a sandbox whose file system could not grow still works, with less room, and the
   // console log says why.
   absl::StatusOr<std::string> grown = GrowRootFilesystem(root_dev, kNewRoot);
-  ConsoleWrite(absl::StrCat("abox-guest: stage1: ",
-                            grown.ok() ? *grown : absl::StrCat("not grown: ", grown.status().message()),
-                            "\n"));
+  ConsoleWrite(absl::StrCat(
+      "abox-guest: stage1: ",
+      grown.ok() ? *grown : absl::StrCat("not grown: ", grown.status().message()), "\n"));
   // /run is a fresh root-owned tmpfs: the agent binary lives there, out of the agent user's
   // reach, and nothing in the golden image can shadow it.
   if (absl::Status s = Mount("tmpfs", "/newroot/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");

@@ -1,5 +1,4 @@
 #include "src/image/image_build.h"
-#include "src/image/image_presets.h"
 
 #include <elf.h>
 
@@ -8,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "src/image/fs_util.h"
+#include "src/image/image_presets.h"
 #include "src/image/image_store.h"
 #include "src/image/sha256.h"
 #include "src/image/test_util.h"

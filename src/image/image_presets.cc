@@ -13,11 +13,36 @@ namespace {
 // tools, Python with pip and venv, Node with npm, the search and archive tools agents reach for,
 // an SSH client for git, and editors. Setup commands run as root, so no sudo.
 std::vector<std::string> DeveloperPackages() {
-  return {"build-essential", "cmake",      "pkg-config", "git",     "python3",   "python3-pip",
-          "python3-venv",    "nodejs",     "npm",        "ripgrep", "jq",        "curl",
-          "wget",            "unzip",      "zip",        "patch",   "xz-utils",  "openssh-client",
-          "less",            "nano",       "vim-tiny",   "procps",  "file",      "gnupg",
-          "ca-certificates", "diffutils",  "bzip2",      "make",    "tree",      "sqlite3"};
+  return {"build-essential",
+          "cmake",
+          "pkg-config",
+          "git",
+          "python3",
+          "python3-pip",
+          "python3-venv",
+          "nodejs",
+          "npm",
+          "ripgrep",
+          "jq",
+          "curl",
+          "wget",
+          "unzip",
+          "zip",
+          "patch",
+          "xz-utils",
+          "openssh-client",
+          "less",
+          "nano",
+          "vim-tiny",
+          "procps",
+          "file",
+          "gnupg",
+          "ca-certificates",
+          "diffutils",
+          "bzip2",
+          "make",
+          "tree",
+          "sqlite3"};
 }
 
 std::vector<std::string> Plus(std::vector<std::string> base, const std::vector<std::string>& add) {
@@ -45,13 +70,17 @@ std::vector<ImagePreset> MakePresets() {
        "compilers and build tools, Python with pip and venv, Node with npm, ripgrep, jq, editors",
        Plus(dev, {}),
        {"debian"}},
-      {"python", "developer + Python headers, pipx, setuptools, wheel", Plus(dev, python),
+      {"python",
+       "developer + Python headers, pipx, setuptools, wheel",
+       Plus(dev, python),
        {"pypi"}},
       {"node", "developer + yarn (classic)", Plus(dev, node), {"npm"}},
       {"go", "developer + Go", Plus(dev, go), {"go"}},
       {"rust", "developer + Rust (cargo, rustc, rustfmt, clippy)", Plus(dev, rust), {"crates"}},
       {"java", "developer + JDK (headless) and Maven", Plus(dev, java), {}},
-      {"full", "developer + every language preset", Plus(dev, all),
+      {"full",
+       "developer + every language preset",
+       Plus(dev, all),
        {"pypi", "npm", "go", "crates"}},
   };
 }
@@ -71,8 +100,8 @@ absl::StatusOr<const ImagePreset*> FindImagePreset(absl::string_view name) {
     }
     names.push_back(p.name);
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown image preset '", name,
-                                                 "': use one of ", absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown image preset '", name, "': use one of ", absl::StrJoin(names, ", ")));
 }
 
 std::string DefaultImageNameFor(absl::string_view preset) {

@@ -15,11 +15,26 @@ using ::testing::IsSupersetOf;
 TEST(ImagePresetsTest, DeveloperHasWhatAnAgentsFirstTaskNeeds) {
   absl::StatusOr<const ImagePreset*> dev = FindImagePreset("developer");
   ASSERT_TRUE(dev.ok()) << dev.status();
-  EXPECT_THAT((*dev)->packages,
-              IsSupersetOf({"build-essential", "make", "cmake", "pkg-config", "git", "python3-pip",
-                            "python3-venv", "nodejs", "npm", "ripgrep", "jq", "curl", "wget",
-                            "unzip", "zip", "patch", "xz-utils", "openssh-client", "less",
-                            "procps"}));
+  EXPECT_THAT((*dev)->packages, IsSupersetOf({"build-essential",
+                                              "make",
+                                              "cmake",
+                                              "pkg-config",
+                                              "git",
+                                              "python3-pip",
+                                              "python3-venv",
+                                              "nodejs",
+                                              "npm",
+                                              "ripgrep",
+                                              "jq",
+                                              "curl",
+                                              "wget",
+                                              "unzip",
+                                              "zip",
+                                              "patch",
+                                              "xz-utils",
+                                              "openssh-client",
+                                              "less",
+                                              "procps"}));
 }
 
 TEST(ImagePresetsTest, MinimalAddsNothingAndLanguagesBuildOnDeveloper) {

@@ -58,7 +58,7 @@ struct Manifest {
   uint32_t protocol_version = 0;
   std::string suite;
   std::string mirror;
-  std::string arch;                            // Debian architecture, e.g. "amd64"
+  std::string arch;  // Debian architecture, e.g. "amd64"
   // The package preset it was built from (image_presets.h). Optional in the JSON: empty in
   // manifests from before presets, which were "minimal".
   std::string preset;

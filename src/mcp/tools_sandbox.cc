@@ -1,24 +1,75 @@
 // sandbox_create, sandbox_list, sandbox_inspect, sandbox_stop, sandbox_remove.
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/api/sandbox.h"
+#include "src/base/status_macros.h"
 #include "src/client/answers.h"
 #include "src/client/api_paths.h"
 #include "src/mcp/tool_args.h"
 #include "src/mcp/tools.h"
+#include "src/template/apply_template.h"
 
 namespace abox::mcp {
 namespace {
+
+// What the template did, for the tool's answer.
+struct TemplateUse {
+  std::vector<std::string> lines;
+  std::string image;
+  std::string build_command;
+};
+
+absl::StatusOr<std::optional<TemplateUse>> ApplyTemplateArg(ToolEnv& env,
+                                                            const nlohmann::json& args,
+                                                            api::SandboxCreate* create) {
+  std::string mode = StringArg(args, "template");
+  if (mode != "" && mode != "auto" && mode != "none") {
+    return absl::InvalidArgumentError(
+        "template: use auto (the workspace's .abox.toml, else a guess from its files) or none");
+  }
+  if (!create->workspace || mode == "none") {
+    return std::nullopt;
+  }
+  ABOX_ASSIGN_OR_RETURN(std::optional<tmpl::ProjectTemplate> t,
+                        tmpl::ReadTemplate(create->workspace->path));
+  if (!t && mode == "auto") {
+    ABOX_ASSIGN_OR_RETURN(t, tmpl::DetectTemplate(create->workspace->path));
+  }
+  if (!t) {
+    return std::nullopt;
+  }
+  tmpl::GivenFields given{.image = args.contains("image"),
+                          .cpus = args.contains("cpus"),
+                          .memory = args.contains("memory_mib"),
+                          .disk = args.contains("disk_mib")};
+  absl::StatusOr<tmpl::AppliedTemplate> applied =
+      tmpl::ApplyTemplate(*t, given, env.options().allow_egress_changes, create);
+  if (!applied.ok()) {
+    if (applied.status().code() == absl::StatusCode::kPermissionDenied) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          applied.status().message(),
+          ". From here that is the person's --allow-egress-changes (abox-mcp); or pass "
+          "template: \"none\""));
+    }
+    return applied.status();
+  }
+  return TemplateUse{.lines = applied->lines,
+                     .image = applied->image,
+                     .build_command = tmpl::TemplateImageBuildCommand(*t)};
+}
 
 absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, CallContext& ctx) {
   api::SandboxCreate create;
   create.image = StringArg(args, "image", "default");
   create.name = StringArg(args, "name");
   create.cpus = IntArg(args, "cpus", 1);
-  create.memory_mib = IntArg(args, "memory_mib", 1024);
+  create.memory_mib = IntArg(args, "memory_mib", api::kDefaultMemoryMib);
+  create.disk_mib = IntArg(args, "disk_mib", api::kDefaultDiskMib);
   create.ttl_seconds = IntArg(args, "ttl_seconds", 0);
   // workspace: absent or true = the directory abox-mcp runs in; false or null = none.
   const std::string& start = env.options().start_dir;
@@ -72,6 +123,9 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
     }
     create.secrets[name] = "";
   }
+  // The workspace's .abox.toml (or, with template: "auto", a guess from its files): it fills what
+  // the call did not set; the egress it asks for needs the person's --allow-egress-changes.
+  ABOX_ASSIGN_OR_RETURN(std::optional<TemplateUse> applied, ApplyTemplateArg(env, args, &create));
   for (const std::string& rule : StringListArg(args, "git_push")) {
     if (!env.options().allow_egress_changes) {
       return absl::PermissionDeniedError(
@@ -85,6 +139,12 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
   absl::StatusOr<client::ApiResponse> r = ApiPost(
       env, ctx, client::WithQuery("/v1/sandboxes", {{"wait", "false"}}), api::ToJson(create));
   if (!r.ok()) {
+    if (applied && !applied->image.empty() && absl::StrContains(r.status().message(), "no image")) {
+      return absl::Status(r.status().code(),
+                          absl::StrCat("the workspace's template needs image ", applied->image,
+                                       ", which is not built: the person runs `",
+                                       applied->build_command, "` once"));
+    }
     return r.status();
   }
   absl::StatusOr<api::Sandbox> sandbox =
@@ -128,6 +188,9 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
   absl::StatusOr<nlohmann::json> out = SandboxJson(env, *r, "GET /v1/sandboxes/{id}");
   if (out.ok() && !note.empty()) {
     (*out)["workspace_note"] = note;
+  }
+  if (out.ok() && applied) {
+    (*out)["template"] = applied->lines;
   }
   return out;
 }
@@ -194,7 +257,18 @@ std::vector<Tool> SandboxTools(ToolEnv& env) {
            Prop("string", "Guest image (default \"default\"); `abox image ls` lists them.")},
           {"name", Prop("string", "A name to refer to it by (letters, digits, _ . and -).")},
           {"cpus", IntProp("vCPUs (default 1).", 1, 64)},
-          {"memory_mib", IntProp("Memory in MiB (default 1024).", 128, 262144)},
+          {"memory_mib", IntProp("Memory in MiB (default 2048).", 128, 262144)},
+          {"disk_mib",
+           IntProp("Disk in MiB (default 16384; sparse: the host stores what is written).", 1024,
+                   1048576)},
+          {"template",
+           {{"type", "string"},
+            {"enum", {"auto", "none"}},
+            {"description",
+             "The workspace's .abox.toml is used when present (image, resources, setup "
+             "commands). auto: also guess one from its files (package.json, pyproject.toml, "
+             "go.mod, ...) when there is none. none: leave it out. Egress a template asks for "
+             "needs the person's --allow-egress-changes."}}},
           {"ttl_seconds", IntProp("Stop it after this long (default: never).", 0, 604800)},
           {"workspace",
            {{"type", {"string", "boolean", "null"}},

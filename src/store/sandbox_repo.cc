@@ -17,6 +17,8 @@ constexpr std::array<const char*, 7> kStateNames = {"creating", "ready",   "stop
 constexpr char kColumns[] =
     "id, name, image, cpus, memory_mib, labels, state, failure, run_dir, created_at, ready_at, "
     "ttl_seconds, idle_timeout_seconds, last_active_at, vmm_pid, accel, disk_mib";
+// How many columns kColumns names: a query's own columns come after them.
+constexpr int kColumnCount = 17;
 
 constexpr size_t kIdLength = 12;
 constexpr size_t kMinPrefix = 3;
@@ -335,7 +337,7 @@ absl::StatusOr<std::vector<ExpiredSandbox>> SandboxRepo::Expired(absl::Time now)
       return out;
     }
     ABOX_ASSIGN_OR_RETURN(SandboxRecord record, ReadRow(stmt));
-    ExpiryReason reason = stmt.ColumnBool(16) ? ExpiryReason::kTtl : ExpiryReason::kIdle;
+    ExpiryReason reason = stmt.ColumnBool(kColumnCount) ? ExpiryReason::kTtl : ExpiryReason::kIdle;
     out.push_back({std::move(record), reason});
   }
 }

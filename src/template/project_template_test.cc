@@ -216,7 +216,8 @@ TEST(ProjectTemplateTest, RefusesBadImageNames) {
 TEST(ProjectTemplateTest, RefusesUnknownPresetSuggestingTheNearest) {
   EXPECT_EQ(ErrorFor("preset = \"nodejs\"\n"),
             ".abox.toml, line 1: preset = \"nodejs\" is not a known preset; did you mean "
-            "\"node\"? The presets are python, node, go, rust, java, full; pick one or remove "
+            "\"node\"? The presets are minimal, developer, python, node, go, rust, java, full; "
+            "pick one or remove "
             "the line");
   EXPECT_THAT(ErrorFor("preset = \"cobol\"\n"),
               AllOf(Not(HasSubstr("did you mean")), HasSubstr("; the presets are python")));

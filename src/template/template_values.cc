@@ -37,8 +37,8 @@ size_t Distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 const std::vector<std::string>& KnownPresets() {
-  static const auto* presets =
-      new std::vector<std::string>{"python", "node", "go", "rust", "java", "full"};
+  static const auto* presets = new std::vector<std::string>{
+      "minimal", "developer", "python", "node", "go", "rust", "java", "full"};
   return *presets;
 }
 

@@ -130,9 +130,9 @@ absl::StatusOr<int64_t> OverlayBytes(const VmSpec& spec, int64_t rootfs_bytes) {
     return rootfs_bytes;
   }
   if (wanted < rootfs_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a disk of ", spec.disk_mib, " MiB is smaller than the image's file system (",
-        (rootfs_bytes + (1 << 20) - 1) >> 20, " MiB): ask for at least that much"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a disk of ", spec.disk_mib, " MiB is smaller than the image's file system (",
+                     (rootfs_bytes + (1 << 20) - 1) >> 20, " MiB): ask for at least that much"));
   }
   return wanted;
 }

@@ -170,7 +170,8 @@ class AgentE2eTest : public ::testing::Test {
 };
 
 TEST_F(AgentE2eTest, CodexInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
-  AboxResult image = BuildSharedImage({"--name", "codex", "--agent", kCodexAgent});
+  AboxResult image =
+      BuildSharedImage({"--name", "codex", "--preset", "minimal", "--agent", kCodexAgent});
   ASSERT_EQ(image.exit_code, 0) << image.err;
   base::ChildProcess openai;
   int port = StartServer("openai", openai);
@@ -207,7 +208,8 @@ TEST_F(AgentE2eTest, CodexInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
 }
 
 TEST_F(AgentE2eTest, ClaudeCodeInTheVmEditsTheWorkspaceAndNeverHoldsTheKey) {
-  AboxResult image = BuildSharedImage({"--name", "claude", "--agent", kClaudeAgent});
+  AboxResult image =
+      BuildSharedImage({"--name", "claude", "--preset", "minimal", "--agent", kClaudeAgent});
   ASSERT_EQ(image.exit_code, 0) << image.err;
   fs::path repo = fs::path(home_.path()) / "repo";
   fs::create_directories(repo);

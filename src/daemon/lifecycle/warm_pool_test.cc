@@ -324,9 +324,11 @@ TEST_F(WarmPoolTest, SizeZeroStartsNothing) {
 }
 
 TEST(WarmPoolDefaultsTest, DefaultSizeFitsTheBudget) {
-  EXPECT_EQ(DefaultPoolSize({.cpus = 4, .memory_mib = 17408}, 512), 2);
-  EXPECT_EQ(DefaultPoolSize({.cpus = 4, .memory_mib = 5120}, 512), 1);
-  EXPECT_EQ(DefaultPoolSize({.cpus = 4, .memory_mib = 2048}, 512), 0);
+  // A quarter of the budget: two 2 GiB VMs from 16 GiB up, one from a 16 GiB laptop's 11 GiB.
+  EXPECT_EQ(DefaultPoolSize({.cpus = 4, .memory_mib = 17408}, 2048), 2);
+  EXPECT_EQ(DefaultPoolSize({.cpus = 4, .memory_mib = 11264}, 2048), 1);
+  EXPECT_EQ(DefaultPoolSize({.cpus = 4, .memory_mib = 5120}, 2048), 0);
+  EXPECT_EQ(DefaultPoolSize({.cpus = 4, .memory_mib = 2048}, 512), 1);
   EXPECT_EQ(DefaultPoolSize({.cpus = 4, .memory_mib = 17408}, 0), 0);
 }
 

@@ -41,7 +41,8 @@ api::SandboxLive SandboxService::LiveOf(const store::SandboxRecord& record) {
   if (!record.run_dir.empty()) {
     // What the guest wrote (its own overlay; the image and template layers under it are shared).
     struct stat st {};
-    const std::string overlay = (std::filesystem::path(record.run_dir) / vmm::kOverlayFile).string();
+    const std::string overlay =
+        (std::filesystem::path(record.run_dir) / vmm::kOverlayFile).string();
     if (::stat(overlay.c_str(), &st) == 0) {
       live.disk_used_bytes = static_cast<int64_t>(st.st_blocks) * 512;
     }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "src/api/sandbox.h"
 #include "src/base/clock.h"
 #include "src/base/self_path.h"
 #include "src/daemon/daemon.h"
@@ -30,7 +31,7 @@ namespace abox::daemon::testing {
 // Shutdown() on the same home (a restart).
 class TestDaemon final {
  public:
-  explicit TestDaemon(const std::string& home, Budget budget = {8, 8192})
+  explicit TestDaemon(const std::string& home, Budget budget = {8, 32768})
       : home_(home), budget_(budget) {}
   ~TestDaemon() { Shutdown(); }
 
@@ -50,7 +51,10 @@ class TestDaemon final {
     config.openapi_yaml = "openapi: 3.0.3\n";
     config.pool = pool_options_;
     if (pool_options_.size > 0) {
-      config.pool_shapes = {PoolShape{.image = "default", .cpus = 1, .memory_mib = 512}};
+      config.pool_shapes = {PoolShape{.image = "default",
+                                      .cpus = 1,
+                                      .memory_mib = static_cast<int>(api::kDefaultMemoryMib),
+                                      .disk_mib = api::kDefaultDiskMib}};
     }
     SandboxOptions& options = config.sandbox;
     image::ImageFiles files;
