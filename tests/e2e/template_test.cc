@@ -1,0 +1,141 @@
+// Per-project templates end to end (issue 19): `abox create -w DIR --template auto` on a small
+// Node project and a small Python project (fixtures in testdata/projects/), whose dependencies
+// the template's setup installs through the egress it opens only for the setup (npm from the
+// real registry; pip from a local index, testdata/local_pypi.py, reached through aboxd's
+// test-only resolver override), then their tests run in the VM. The image is the developer one
+// (--image default), which has Node, npm, Python, pip and venv: the guessed presets' images
+// (node, python) would cost CI a build each and add nothing these projects need.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "src/base/child_process.h"
+#include "tests/testing/abox_runner.h"
+#include "tests/testing/aboxd_process.h"
+#include "tests/testing/loopback_ports.h"
+
+namespace abox::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kIndexHost[] = "pypi.abox.test";
+
+class TemplateE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    index_port_ = FreeLoopbackPort();
+    auto index = base::ChildProcess::Spawn(
+        {.argv = {"python3", ABOX_LOCAL_PYPI, (Dir() / "index").string(),
+                  std::to_string(index_port_)}});
+    ASSERT_TRUE(index.ok()) << index.status();
+    index_ = *std::move(index);
+    ASSERT_TRUE(WaitForLoopbackPort(index_port_));
+    fs::path override_file = Dir() / "resolver-override.json";
+    std::ofstream(override_file) << nlohmann::json({{kIndexHost, {"127.0.0.1"}}}).dump();
+    daemon_ = std::make_unique<AboxdProcess>(home_);
+    ASSERT_TRUE(daemon_->Start({"--test-resolver-override", override_file.string()}).ok())
+        << daemon_->Log();
+  }
+  void TearDown() override {
+    RemoveAllSandboxes([this](std::vector<std::string> args) { return Abox(std::move(args)); });
+    (void)daemon_->Stop();
+  }
+
+  fs::path Dir() { return fs::path(home_.path()); }
+
+  // A copy of a fixture project, as a person's checkout would be.
+  fs::path Project(const std::string& name) {
+    fs::path to = Dir() / "projects" / name;
+    fs::create_directories(to.parent_path());
+    fs::copy(fs::path(ABOX_PROJECTS_DIR) / name, to, fs::copy_options::recursive);
+    return to;
+  }
+
+  AboxResult Abox(std::vector<std::string> args) {
+    AboxCall call;
+    call.args = std::move(args);
+    call.env = home_.Env();
+    call.env["ABOX_NO_AUTOSTART"] = "1";
+    call.timeout_seconds = 600;
+    return RunAbox(call);
+  }
+
+  DaemonHome home_;
+  std::unique_ptr<AboxdProcess> daemon_;
+  base::ChildProcess index_;
+  int index_port_ = 0;
+};
+
+TEST_F(TemplateE2eTest, NodeProjectInstallsFromTheRegistryAndItsTestsPass) {
+  fs::path project = Project("node-app");
+  AboxResult created =
+      Abox({"create", "-w", project.string(), "--template", "auto", "--image", "default"});
+  ASSERT_EQ(created.exit_code, 0) << created.out << created.err << daemon_->Log();
+  // What auto chose, said before the create.
+  EXPECT_THAT(created.err, HasSubstr("template auto (package.json"));
+  EXPECT_THAT(created.err, HasSubstr("npm ci"));
+  EXPECT_THAT(created.err, HasSubstr("preset:npm"));
+  std::string id(absl::StripAsciiWhitespace(created.out));
+  AboxResult test = Abox(GuestShellArgs(id, "cd /workspace && npm test 2>&1"));
+  EXPECT_THAT(test.out, HasSubstr("node-app: 2 tests passed")) << test.out << test.err;
+  EXPECT_THAT(test.out, HasSubstr("exit=0"));
+  // The registry was open for the setup only: now the sandbox's own (empty) allowlist stands.
+  AboxResult after = Abox(GuestShellArgs(
+      id, "cd /workspace && timeout 60 npm view ms version --fetch-retries=0 >/dev/null 2>&1"));
+  EXPECT_THAT(after.out, Not(HasSubstr("exit=0"))) << after.out << after.err;
+}
+
+TEST_F(TemplateE2eTest, PythonProjectInstallsFromAnIndexAndItsTestsPass) {
+  fs::path project = Project("python-app");
+  const std::string index = absl::StrCat(kIndexHost, ":", index_port_);
+  std::ofstream(project / "requirements.txt")
+      << "--index-url http://" << index << "/simple/\n--trusted-host " << kIndexHost
+      << "\nabox-fixture-dep==1.0\n";
+  // auto's setup reaches preset:pypi; this index is the person's addition, for setup only.
+  AboxResult created =
+      Abox({"create", "-w", project.string(), "--template", "auto", "--image", "default",
+            "--setup", "true", "--setup-allow", index});
+  ASSERT_EQ(created.exit_code, 0) << created.out << created.err << daemon_->Log();
+  EXPECT_THAT(created.err, HasSubstr("template auto (requirements.txt"));
+  EXPECT_THAT(created.err, HasSubstr("pip install -r requirements.txt"));
+  std::string id(absl::StripAsciiWhitespace(created.out));
+  AboxResult test =
+      Abox(GuestShellArgs(id, "cd /workspace && .venv/bin/python -m unittest -v 2>&1"));
+  EXPECT_THAT(test.out, HasSubstr("test_greets_loudly")) << test.out << test.err;
+  EXPECT_THAT(test.out, HasSubstr("OK"));
+  EXPECT_THAT(test.out, HasSubstr("exit=0"));
+  // The developer image's sizes: a 16 GiB disk the guest's root file system fills, 2 GiB.
+  AboxResult sizes = Abox(GuestShellArgs(
+      id, "df -BM --output=size / | tail -1; awk '/MemTotal/ {print $2}' /proc/meminfo"));
+  std::vector<std::string> lines = absl::StrSplit(sizes.out, '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 2u) << sizes.out << sizes.err;
+  int disk_mib = std::stoi(std::string(absl::StripAsciiWhitespace(lines[0])));
+  EXPECT_GT(disk_mib, 15000) << sizes.out;
+  EXPECT_GT(std::stol(lines[1]), 1800L * 1024) << sizes.out;
+}
+
+// No VM: a repository's template cannot open egress for the sandbox's life on its own, and the
+// refusal comes before anything is created.
+TEST_F(TemplateE2eTest, ATemplateAskingForEgressIsRefusedWithoutThePersonsFlag) {
+  fs::path project = Dir() / "projects" / "asks";
+  fs::create_directories(project);
+  std::ofstream(project / ".abox.toml") << "[egress]\nallow = [\"exfil.example.com\"]\n";
+  AboxResult refused = Abox({"create", "-w", project.string()});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("exfil.example.com"));
+  EXPECT_THAT(refused.err, HasSubstr("--allow-template-egress"));
+  AboxResult listed = Abox({"ls", "-a", "-q"});
+  EXPECT_EQ(listed.out, "");
+}
+
+}  // namespace
+}  // namespace abox::testing
