@@ -1,5 +1,6 @@
 #include "src/api/exec.h"
 
+#include <algorithm>
 #include <csignal>
 #include <utility>
 
@@ -57,6 +58,8 @@ void ReadExec(AnswerReader& r, Exec& e) {
   r.Int("signal", &e.signal);
   r.Bool("timed_out", &e.timed_out);
   r.String("error", &e.error);
+  r.Int("oom_kills", &e.oom_kills);
+  e.oom_kills = std::max<int64_t>(e.oom_kills, 0);  // a count: below 0 means none
   r.Time("started_at", &e.started_at);
   r.Time("finished_at", &e.finished_at);
   r.Int("output_bytes", &e.output_bytes);
@@ -259,6 +262,7 @@ nlohmann::json ToJson(const Exec& e) {
     if (!e.error.empty()) {
       j["error"] = e.error;
     }
+    j["oom_kills"] = e.oom_kills;
   }
   PutApiTime(j, "finished_at", e.finished_at);
   if (e.output) {
@@ -280,6 +284,26 @@ absl::StatusOr<Exec> DecodeExec(const nlohmann::json& value) {
   ReadExec(r, e);
   ABOX_RETURN_IF_ERROR(r.status());
   return e;
+}
+
+int64_t SuggestedMemoryMib(int64_t memory_mib) {
+  constexpr int64_t kLargest = 262144;  // SandboxCreate's bound
+  return memory_mib > 0 ? std::min(memory_mib * 2, kLargest) : 4096;
+}
+
+std::string OomSentence(const Exec& exec, int64_t memory_mib, absl::string_view remedy) {
+  if (exec.oom_kills <= 0) {
+    return "";
+  }
+  std::string why = absl::StrCat(
+      "(", memory_mib > 0 ? absl::StrCat("the sandbox has ", memory_mib, " MiB; ") : "", remedy,
+      ")");
+  if (exec.signal == SIGKILL && !exec.timed_out) {
+    return absl::StrCat("the command was killed for lack of memory ", why);
+  }
+  return absl::StrCat("the OOM killer ended ", exec.oom_kills,
+                      exec.oom_kills == 1 ? " process" : " processes", " during this command ",
+                      why);
 }
 
 nlohmann::json ExecListToJson(const std::vector<Exec>& execs) {

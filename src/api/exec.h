@@ -75,6 +75,9 @@ struct Exec {
   std::optional<int64_t> signal;
   bool timed_out = false;
   std::string error;
+  // Processes the guest's OOM killer ended while it ran (counted VM-wide, docs/protocol.md);
+  // sent once it ended, 0 when none or unknown.
+  int64_t oom_kills = 0;
   std::optional<absl::Time> started_at;
   std::optional<absl::Time> finished_at;
   int64_t output_bytes = 0;
@@ -87,6 +90,18 @@ struct Exec {
 [[nodiscard]] nlohmann::json ToJson(const Exec& exec);
 // Tolerant of unknown fields; a known field of the wrong type is an error naming it.
 [[nodiscard]] absl::StatusOr<Exec> DecodeExec(const nlohmann::json& value);
+
+// The memory to suggest to a sandbox whose command ran out of it: twice `memory_mib` (4096
+// when it is not known, i.e. 0), at most the largest a sandbox may have (262144).
+[[nodiscard]] int64_t SuggestedMemoryMib(int64_t memory_mib);
+// What the guest's OOM killer did during an ended exec, as a sentence for a person or a model
+// ("" when it did nothing): "the command was killed for lack of memory (...)" when the command
+// itself died by SIGKILL (and not by its timeout), else "the OOM killer ended N processes during
+// this command (...)". The parenthesis holds "the sandbox has M MiB; " when `memory_mib` is
+// known (> 0), then `remedy`, e.g. "give it more with --memory MIB, e.g. abox create --memory
+// 1024". Shared by the CLI and abox-mcp so both say the same.
+[[nodiscard]] std::string OomSentence(const Exec& exec, int64_t memory_mib,
+                                      absl::string_view remedy);
 
 // GET .../execs: {"execs": [...]}.
 [[nodiscard]] nlohmann::json ExecListToJson(const std::vector<Exec>& execs);

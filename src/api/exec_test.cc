@@ -1,5 +1,6 @@
 #include "src/api/exec.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "src/api/errors.h"
 #include "src/api/wire.h"
@@ -103,6 +104,7 @@ Exec EndedExec() {
   e.signal = 9;
   e.timed_out = true;
   e.error = "killed";
+  e.oom_kills = 2;
   e.started_at = absl::FromUnixMillis(1000000);
   e.finished_at = absl::FromUnixMillis(1001250);
   e.output_bytes = 6;
@@ -136,7 +138,7 @@ TEST(ExecJsonTest, HowItEndedIsSentOnlyOnceItEnded) {
   Exec running = EndedExec();
   running.state = "running";
   nlohmann::json j = ToJson(running);
-  for (const char* absent : {"exit_code", "signal", "timed_out", "error"}) {
+  for (const char* absent : {"exit_code", "signal", "timed_out", "error", "oom_kills"}) {
     EXPECT_FALSE(j.contains(absent)) << absent;
   }
   EXPECT_EQ(j["argv"], nlohmann::json({"sh", "-c", "make test"}));
@@ -144,6 +146,7 @@ TEST(ExecJsonTest, HowItEndedIsSentOnlyOnceItEnded) {
   nlohmann::json ended = ToJson(EndedExec());
   EXPECT_EQ(ended["exit_code"], 2);
   EXPECT_EQ(ended["timed_out"], true);
+  EXPECT_EQ(ended["oom_kills"], 2);
   EXPECT_EQ(ended["finished_at"], "1970-01-01T00:16:41.250Z");
   EXPECT_FALSE(ended.contains("output"));
   EXPECT_FALSE(ended.contains("output_omitted"));
@@ -159,13 +162,77 @@ TEST(ExecJsonTest, DecodeIgnoresUnknownFieldsAndNamesMistypedOnes) {
   };
   for (const Case& c :
        {Case{{{"exit_code", "2"}}, "exit_code"}, Case{{{"argv", {"a", 1}}}, "argv[1]"},
-        Case{{{"timed_out", 1}}, "timed_out"}, Case{{{"started_at", 17}}, "started_at"},
+        Case{{{"timed_out", 1}}, "timed_out"}, Case{{{"oom_kills", "2"}}, "oom_kills"},
+        Case{{{"oom_kills", 1.5}}, "oom_kills"}, Case{{{"started_at", 17}}, "started_at"},
         Case{{{"output", {{{"seq", "1"}}}}}, "output[0].seq"}}) {
     absl::StatusOr<Exec> e = DecodeExec(c.value);
     ASSERT_FALSE(e.ok()) << c.value;
     EXPECT_EQ(FieldOf(e.status()).value_or(""), c.field) << e.status();
   }
   EXPECT_FALSE(DecodeExecList({{"execs", 3}}).ok());
+}
+
+TEST(ExecJsonTest, OomKillsAreZeroWhenAbsentOrNegative) {
+  // An aboxd from before the field sends none.
+  absl::StatusOr<Exec> old = DecodeExec({{"state", "exited"}, {"signal", 9}});
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->oom_kills, 0);
+  absl::StatusOr<Exec> negative = DecodeExec({{"state", "exited"}, {"oom_kills", -4}});
+  ASSERT_TRUE(negative.ok()) << negative.status();
+  EXPECT_EQ(negative->oom_kills, 0);
+  Exec none = EndedExec();
+  none.oom_kills = 0;
+  EXPECT_EQ(ToJson(none)["oom_kills"], 0);
+}
+
+TEST(OomSentenceTest, TheCommandItselfKilledForLackOfMemory) {
+  Exec e = EndedExec();
+  e.timed_out = false;
+  e.exit_code.reset();
+  e.signal = 9;
+  e.oom_kills = 1;
+  EXPECT_EQ(OomSentence(e, 512, "give it more with --memory MIB, e.g. abox create --memory 1024"),
+            "the command was killed for lack of memory (the sandbox has 512 MiB; give it more "
+            "with --memory MIB, e.g. abox create --memory 1024)");
+  EXPECT_EQ(OomSentence(e, 0, "give the sandbox more memory"),
+            "the command was killed for lack of memory (give the sandbox more memory)");
+}
+
+TEST(OomSentenceTest, OtherProcessesEndedByTheOomKiller) {
+  Exec e = EndedExec();
+  e.timed_out = false;
+  e.signal.reset();
+  e.exit_code = 2;  // make, after the OOM killer took a compiler
+  e.oom_kills = 3;
+  EXPECT_EQ(OomSentence(e, 2048, "more"),
+            "the OOM killer ended 3 processes during this command (the sandbox has 2048 MiB; "
+            "more)");
+  e.oom_kills = 1;
+  EXPECT_EQ(OomSentence(e, 2048, "more"),
+            "the OOM killer ended 1 process during this command (the sandbox has 2048 MiB; more)");
+  // Killed by its timeout, with OOM kills on the way: not "for lack of memory".
+  e.exit_code.reset();
+  e.signal = 9;
+  e.timed_out = true;
+  EXPECT_THAT(OomSentence(e, 2048, "more"), ::testing::StartsWith("the OOM killer ended 1"));
+  // Another signal: the command ended by itself.
+  e.timed_out = false;
+  e.signal = 6;
+  EXPECT_THAT(OomSentence(e, 2048, "more"), ::testing::StartsWith("the OOM killer ended 1"));
+}
+
+TEST(OomSentenceTest, NothingWithoutOomKills) {
+  Exec e = EndedExec();
+  e.signal = 9;
+  e.timed_out = false;
+  e.oom_kills = 0;
+  EXPECT_EQ(OomSentence(e, 512, "more"), "");
+}
+
+TEST(OomSentenceTest, SuggestsTwiceTheMemoryWithinTheLimit) {
+  EXPECT_EQ(SuggestedMemoryMib(512), 1024);
+  EXPECT_EQ(SuggestedMemoryMib(0), 4096);
+  EXPECT_EQ(SuggestedMemoryMib(200000), 262144);
 }
 
 TEST(OutputLineTest, EncodeThenDecodeEachType) {

@@ -244,7 +244,10 @@ int RunAgent(const AgentRunOptions& o) {
     WindowSize size = TerminalSize().value_or(WindowSize{24, 80});
     run.pty = std::make_pair(int64_t{size.rows}, int64_t{size.cols});
   }
-  int code = RelayExec(**api, id, run);
+  // A sandbox made here gets more memory from `abox agent NAME --memory`; a reused one is the
+  // user's own, made by `abox create`.
+  int code = RelayExec(**api, id, run,
+                       o.sandbox.empty() ? "abox agent " + o.invocation.agent : "abox create");
   ShowOutcome(**api, id, o.invocation.agent);
   return code;
 }

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/api/exec.h"
+#include "src/api/sandbox.h"
 #include "src/base/io.h"
 #include "src/base/utf8.h"
 #include "src/cli/exit_status.h"
@@ -113,6 +114,18 @@ class ControlChannel final {
   std::string exec_path_;
 };
 
+// The memory of `sandbox` for an out-of-memory message; 0 when it cannot be had (the message
+// then goes without it: it is no reason to fail).
+int64_t SandboxMemoryMib(client::ApiClient& api, const std::string& sandbox) {
+  absl::StatusOr<client::ApiResponse> got = api.Get(client::SandboxPath(sandbox));
+  if (!got.ok()) {
+    return 0;
+  }
+  absl::StatusOr<api::Sandbox> decoded =
+      client::DecodeAnswer(*got, "GET /v1/sandboxes/{id}", api::DecodeSandbox);
+  return decoded.ok() ? decoded->memory_mib : 0;
+}
+
 // Feeds our stdin to the exec's stdin until EOF (then closes it there) or until stopped.
 void PumpStdin(client::ApiClient& api, const std::string& exec_path, int stop_fd) {
   std::string target = absl::StrCat(exec_path, "/stdin");
@@ -161,7 +174,7 @@ int Exec(const ExecOptions& o) {
 }  // namespace
 
 int RelayExec(client::ApiClient& output_api, const std::string& sandbox,
-              const api::ExecCreate& body) {
+              const api::ExecCreate& body, const std::string& memory_command) {
   client::ApiClient* output = &output_api;
   const bool tty = body.pty.has_value();
   absl::StatusOr<client::ApiResponse> started =
@@ -273,7 +286,12 @@ int RelayExec(client::ApiClient& output_api, const std::string& sandbox,
     }
     return Fail(streamed, kExitAboxFailure);
   }
-  return PrintExitReport(ReportExecEnd(*ended));
+  SandboxMemory memory{.command = memory_command};
+  if (ended->oom_kills > 0) {
+    memory.memory_mib =
+        SandboxMemoryMib(*output, ended->sandbox_id.empty() ? sandbox : ended->sandbox_id);
+  }
+  return PrintExitReport(ReportExecEnd(*ended, memory));
 }
 
 namespace {
@@ -317,7 +335,8 @@ void AddExecCommands(CLI::App& app, Action* action, const std::vector<std::strin
       R"(Exit status: the command's own exit code, 128+N when it was killed by signal N,
 124 when --timeout killed it, 125 when abox, aboxd or the sandbox failed (or the
 command was interrupted by the sandbox stopping), 126/127 when the command could not be
-run or was not found, and 130 when a second Ctrl-C gave up on it.
+run or was not found, and 130 when a second Ctrl-C gave up on it. When the guest's OOM
+killer ended the command (137) or some of its processes, a line on stderr says so.
 Ctrl-C (and SIGTERM/SIGHUP/SIGQUIT) is forwarded to the command; a second one leaves, and
 aboxd kills the command. The sandbox keeps running: remove it with `abox rm -f ID`.
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/cli/terminal_text.h"
 
@@ -20,10 +21,21 @@ ExitReport ReportCommandEnd(const CommandOutcome& outcome) {
   } else {
     report.code = outcome.exit_code ? *outcome.exit_code : 128 + outcome.signal.value_or(0);
   }
+  api::Exec ended;
+  ended.signal = outcome.signal;
+  ended.timed_out = outcome.timed_out;
+  ended.oom_kills = outcome.oom_kills;
+  std::string oom = api::OomSentence(
+      ended, outcome.memory.memory_mib,
+      absl::StrCat("give it more with --memory MIB, e.g. ", outcome.memory.command, " --memory ",
+                   api::SuggestedMemoryMib(outcome.memory.memory_mib)));
+  if (!oom.empty()) {
+    report.messages.push_back(std::move(oom));
+  }
   return report;
 }
 
-ExitReport ReportExecEnd(const api::Exec& exec) {
+ExitReport ReportExecEnd(const api::Exec& exec, const SandboxMemory& memory) {
   CommandOutcome outcome;
   if (exec.exit_code) {
     outcome.exit_code = static_cast<int>(*exec.exit_code);
@@ -34,6 +46,8 @@ ExitReport ReportExecEnd(const api::Exec& exec) {
   outcome.timed_out = exec.timed_out;
   outcome.error = exec.error;
   outcome.timeout_seconds = static_cast<double>(exec.timeout_ms) / 1000.0;
+  outcome.oom_kills = exec.oom_kills;
+  outcome.memory = memory;
   const std::string& state = exec.state;
   bool ended_by_itself = outcome.exit_code || outcome.signal || outcome.timed_out;
   if (state == "exited" || (state == "failed" && ended_by_itself)) {

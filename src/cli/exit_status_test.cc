@@ -39,6 +39,60 @@ TEST(ReportExecEndTest, ExitedExecsKeepTheirStatus) {
   EXPECT_THAT(timed_out.messages, ElementsAre("the command timed out after 1.5s and was killed"));
 }
 
+TEST(ReportCommandEndTest, ACommandTheOomKillerKilledIsSaidPlainlyAndKeeps137) {
+  ExitReport r = ReportCommandEnd(
+      {.signal = 9, .oom_kills = 1, .memory = {.memory_mib = 512, .command = "abox create"}});
+  EXPECT_EQ(r.code, 137);
+  EXPECT_THAT(r.messages,
+              ElementsAre("the command was killed for lack of memory (the sandbox has 512 MiB; "
+                          "give it more with --memory MIB, e.g. abox create --memory 1024)"));
+  // Without the sandbox's size (it could not be looked up): the advice alone.
+  ExitReport unknown = ReportCommandEnd({.signal = 9, .oom_kills = 1, .memory = {}});
+  EXPECT_THAT(unknown.messages,
+              ElementsAre("the command was killed for lack of memory (give it more with "
+                          "--memory MIB, e.g. abox create --memory 4096)"));
+}
+
+TEST(ReportCommandEndTest, OomKillsOfOtherProcessesAreCountedAndTheCodeStays) {
+  ExitReport r = ReportCommandEnd(
+      {.exit_code = 2, .oom_kills = 3, .memory = {.memory_mib = 2048, .command = "abox run"}});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.messages,
+              ElementsAre("the OOM killer ended 3 processes during this command (the sandbox "
+                          "has 2048 MiB; give it more with --memory MIB, e.g. abox run --memory "
+                          "4096)"));
+  ExitReport one = ReportCommandEnd({.exit_code = 0, .oom_kills = 1, .memory = {512, "x"}});
+  EXPECT_EQ(one.code, 0);
+  EXPECT_THAT(
+      one.messages,
+      ElementsAre(::testing::StartsWith("the OOM killer ended 1 process during this command")));
+  // A timeout's SIGKILL is the timeout's: both are said.
+  ExitReport timed_out = ReportCommandEnd(
+      {.signal = 9, .timed_out = true, .timeout_seconds = 2, .oom_kills = 1, .memory = {}});
+  EXPECT_EQ(timed_out.code, kExitTimeout);
+  EXPECT_THAT(timed_out.messages,
+              ElementsAre("the command timed out after 2s and was killed",
+                          ::testing::StartsWith("the OOM killer ended 1 process")));
+  // No OOM kills, no word.
+  EXPECT_THAT(ReportCommandEnd({.signal = 9, .memory = {512, "abox create"}}).messages, IsEmpty());
+}
+
+TEST(ReportExecEndTest, AnExecsOomKillsAreReportedWithTheSandboxsMemory) {
+  ExitReport r = ReportExecEnd(Exec(json{{"state", "exited"}, {"signal", 9}, {"oom_kills", 1}}),
+                               {.memory_mib = 768, .command = "abox run"});
+  EXPECT_EQ(r.code, 137);
+  EXPECT_THAT(r.messages,
+              ElementsAre("the command was killed for lack of memory (the sandbox has 768 MiB; "
+                          "give it more with --memory MIB, e.g. abox run --memory 1536)"));
+  ExitReport make =
+      ReportExecEnd(Exec(json{{"state", "exited"}, {"exit_code", 2}, {"oom_kills", 2}}));
+  EXPECT_EQ(make.code, 2);
+  EXPECT_THAT(
+      make.messages,
+      ElementsAre(::testing::HasSubstr("the OOM killer ended 2 processes during this command")));
+  EXPECT_THAT(ReportExecEnd(Exec(json{{"state", "exited"}, {"signal", 9}})).messages, IsEmpty());
+}
+
 TEST(ReportExecEndTest, FailedToStartIs127Or126Or125WithTheError) {
   ExitReport not_found =
       ReportExecEnd(Exec(json{{"state", "failed"}, {"error", "frob: command not found"}}));

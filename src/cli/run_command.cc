@@ -36,6 +36,8 @@ egress at all; the VM dies with abox, even on SIGKILL.
 Exit status: the command's own exit code, 128+N when it was killed by signal N,
 124 when --timeout killed it, 125 when abox, aboxd or the VM failed, 126/127 when the
 command could not be run or was not found, and 130 when a second Ctrl-C gave up on it.
+When the guest's OOM killer ended the command (137) or some of its processes, a line on
+stderr says so and how to give the sandbox more memory (--memory).
 Ctrl-C (and SIGTERM/SIGHUP/SIGQUIT) is forwarded to the command; a second one ends it and
 the sandbox.
 
@@ -181,7 +183,7 @@ int RunThroughDaemon(const RunOptions& o) {
   absl::StatusOr<api::Sandbox> sandbox =
       client::DecodeAnswer(*created, "POST /v1/sandboxes", api::DecodeSandbox);
   const std::string id = sandbox.ok() ? sandbox->id : name;
-  int code = RelayExec(**api, id, ExecBody(o));
+  int code = RelayExec(**api, id, ExecBody(o), "abox run");
   RemoveRunSandbox(socket, id);
   return code;
 }

@@ -221,11 +221,14 @@ int RunInFreshVm(const RunOptions& options) {
                  ForTerminal(stderr, sb.FailureReport()).c_str());
     code = kExitAboxFailure;
   } else {
-    code = PrintExitReport(ReportCommandEnd({.exit_code = result->exit_code,
-                                             .signal = result->signal,
-                                             .timed_out = result->timed_out,
-                                             .error = result->error,
-                                             .timeout_seconds = options.timeout_seconds}));
+    code = PrintExitReport(ReportCommandEnd(
+        {.exit_code = result->exit_code,
+         .signal = result->signal,
+         .timed_out = result->timed_out,
+         .error = result->error,
+         .timeout_seconds = options.timeout_seconds,
+         .oom_kills = result->oom_kills,
+         .memory = {.memory_mib = options.sandbox.memory_mib, .command = "abox run"}}));
   }
   exec.reset();
   if (auto s = sb.Destroy(); !s.ok()) {

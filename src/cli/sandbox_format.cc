@@ -144,6 +144,11 @@ std::string ExecHeader(const api::Exec& exec) {
   if (!exec.error.empty()) {
     absl::StrAppend(&result, ": ", exec.error);
   }
+  if (exec.oom_kills > 0) {
+    absl::StrAppend(&result, exec.signal == 9 && !exec.timed_out ? ", out of memory" : "",
+                    " [OOM killer: ", exec.oom_kills,
+                    exec.oom_kills == 1 ? " process" : " processes", "]");
+  }
   if (exec.started_at && exec.finished_at) {
     absl::StrAppend(&result, " (", ShortDuration(*exec.finished_at - *exec.started_at), ")");
   }

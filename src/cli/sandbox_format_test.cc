@@ -113,6 +113,16 @@ TEST(ExecHeaderTest, SaysWhatRanWhenAndHowItEnded) {
               HasSubstr("-> running"));
 }
 
+TEST(ExecHeaderTest, SaysWhenTheOomKillerStruck) {
+  EXPECT_THAT(
+      ExecHeader(Exec(json{
+          {"argv", {"tail", "/dev/zero"}}, {"state", "exited"}, {"signal", 9}, {"oom_kills", 1}})),
+      HasSubstr("-> killed by SIGKILL, out of memory [OOM killer: 1 process]"));
+  EXPECT_THAT(ExecHeader(Exec(json{
+                  {"argv", {"make"}}, {"state", "exited"}, {"exit_code", 2}, {"oom_kills", 3}})),
+              HasSubstr("-> exited 2 [OOM killer: 3 processes]"));
+}
+
 TEST(EventLineTest, TimeTypeSandboxAndSummary) {
   EXPECT_EQ(
       EventLine(Event(json{{"seq", 12},

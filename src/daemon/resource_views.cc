@@ -71,6 +71,7 @@ api::Exec ExecOf(const store::ExecRecord& e) {
     }
     out.timed_out = e.result.timed_out;
     out.error = e.result.error;
+    out.oom_kills = e.result.oom_kills;
   }
   out.started_at = e.started_at;
   out.finished_at = e.finished_at;

@@ -70,7 +70,7 @@ TEST(ExecJsonTest, RunningAndEndedExecs) {
             R"("started_at":"1970-01-01T00:16:40.000Z","state":"running","timeout_ms":0,)"
             R"("user":"agent"})");
   e.state = store::ExecState::kExited;
-  e.result = {.state = store::ExecState::kExited, .signal = 9, .timed_out = true};
+  e.result = {.state = store::ExecState::kExited, .signal = 9, .timed_out = true, .oom_kills = 4};
   e.finished_at = absl::FromUnixSeconds(1001);
   e.argv = {"sleep", "9"};
   e.user = "root";
@@ -78,6 +78,7 @@ TEST(ExecJsonTest, RunningAndEndedExecs) {
       store::ExecWithOutput{e, {{.seq = 1, .stream = store::ExecStream::kStderr, .data = "x"}}});
   EXPECT_EQ(ended["signal"], 9);
   EXPECT_EQ(ended["timed_out"], true);
+  EXPECT_EQ(ended["oom_kills"], 4);
   EXPECT_FALSE(ended.contains("exit_code"));
   EXPECT_FALSE(ended.contains("error"));
   EXPECT_FALSE(ended.contains("shell"));

@@ -39,6 +39,10 @@ class Agent final : private FrameSink {
     // Egress: local connections and DNS queries carried as tunnel streams. Owned by the caller,
     // used only on Run()'s thread. Null: no egress (tunnel frames from the host are violations).
     TunnelHub* egress = nullptr;
+    // The /proc/vmstat whose OOM kill counter is read at each command's start and end, to tell
+    // the host how many processes the OOM killer ended meanwhile (oom_kills.h). Empty: not
+    // counted (outside a VM the counter is the host's, which says nothing about the command).
+    std::string oom_counter_path;
   };
   enum class Outcome {
     kPeerClosed,  // a stream channel reached EOF (never for a virtio port)

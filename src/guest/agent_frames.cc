@@ -175,6 +175,7 @@ void Agent::HandleOpen(const proto::Frame& frame) {
   }
   Identity identity = options_.switch_user ? LookUpIdentity(request->user) : CurrentIdentity();
   SpawnSpec spec = BuildSpawnSpec(*request, identity, options_.switch_user);
+  spec.oom_counter_path = options_.oom_counter_path;
   std::unique_ptr<ExecCgroup> cgroup;
   if (request->kill_leftovers && options_.pid1) {
     // Only as PID 1 in the VM: elsewhere (the tests' fake VM) this would be the host's cgroups.

@@ -20,6 +20,7 @@
 #include "src/base/io.h"
 #include "src/base/status_macros.h"
 #include "src/guest/log.h"
+#include "src/guest/oom_kills.h"
 
 namespace abox::guest {
 namespace {
@@ -443,6 +444,8 @@ absl::StatusOr<SpawnedProcess> Spawn(const SpawnSpec& spec) {
     }
   }
 
+  out.oom_counter_path = spec.oom_counter_path;
+  out.oom_kill_counter = ReadOomKillCounter(spec.oom_counter_path);
   out.started = std::chrono::steady_clock::now();
   pid_t pid = SpawnChild(plan);
   if (pid < 0) {

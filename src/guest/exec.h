@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct SpawnSpec {
   bool stdin_pipe = false;            // stdin from a pipe; otherwise /dev/null (or the PTY)
   std::optional<proto::PtySize> pty;  // stdin/stdout/stderr on a new PTY
   int cgroup_procs_fd = -1;           // >= 0: the child joins that cgroup first (ExecCgroup)
+  // A /proc/vmstat whose OOM kill counter is read at the start (oom_kills.h); empty: the kills
+  // during the command are not counted.
+  std::string oom_counter_path;
 };
 
 // The base environment (PATH, HOME, USER, LOGNAME, SHELL, LANG, the proxy variables, TERM with a
@@ -55,6 +59,10 @@ struct SpawnedProcess {
   base::UniqueFd stderr_fd;   // non-blocking reader; invalid with a PTY
   base::UniqueFd pty_master;  // for TIOCSWINSZ; invalid without a PTY
   std::chrono::steady_clock::time_point started;  // just before fork()
+  // SpawnSpec::oom_counter_path, and the OOM kill counter read from it just before fork()
+  // (nullopt: not counted), so that the stream can count the kills during the command.
+  std::string oom_counter_path;
+  std::optional<uint64_t> oom_kill_counter;
   // Non-empty when the command could not start ("foo: command not found"); the child then
   // exits with kExitNotFound or kExitCannotRun.
   std::string error;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/base/status_macros.h"
 #include "src/guest/log.h"
+#include "src/guest/oom_kills.h"
 
 namespace abox::guest {
 
@@ -34,7 +35,9 @@ ExecStream::ExecStream(uint32_t id, SpawnedProcess process, const proto::ExecReq
       send_(send_window),
       recv_(proto::kDefaultWindow),
       started_(process.started),
-      error_(std::move(process.error)) {
+      error_(std::move(process.error)),
+      oom_counter_path_(std::move(process.oom_counter_path)),
+      oom_kill_counter_(process.oom_kill_counter) {
   if (request.timeout_ms > 0) {
     timeout_at_ = started_ + std::chrono::milliseconds(request.timeout_ms);
   }
@@ -310,6 +313,9 @@ void ExecStream::MaybeFinish(Clock::time_point now, FrameSink& sink) {
   info.error = error_;
   info.duration_us = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(ended_ - started_).count());
+  // Read as the stream ends, after the main process was reaped: a kill of it is counted by then
+  // (the kernel counts before it delivers the SIGKILL), and so are kills of what it left.
+  info.oom_kills = OomKillsBetween(oom_kill_counter_, ReadOomKillCounter(oom_counter_path_));
   sink.Send(proto::FrameType::kExit, id_, 0, proto::EncodeExitInfo(info));
   exit_sent_ = true;
 }

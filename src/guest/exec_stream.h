@@ -121,7 +121,9 @@ class ExecStream final {
   Clock::time_point ended_;
   Clock::time_point grace_end_;
   bool grace_expired_ = false;
-  std::string error_;  // why the command could not start
+  std::string error_;                               // why the command could not start
+  const std::string oom_counter_path_;              // empty: OOM kills are not counted
+  const std::optional<uint64_t> oom_kill_counter_;  // at the start
   bool exit_sent_ = false;
 };
 

@@ -24,6 +24,7 @@
 #include "src/guest/egress_setup.h"
 #include "src/guest/identity_tool.h"
 #include "src/guest/log.h"
+#include "src/guest/oom_kills.h"
 #include "src/guest/pid1.h"
 #include "src/guest/stage1.h"
 #include "src/guest/tunnel_hub.h"
@@ -197,7 +198,8 @@ std::unique_ptr<TunnelHub> StartEgress() {
   Agent agent(*std::move(channel), {.pid1 = true,
                                     .signal_fd = signals->get(),
                                     .switch_user = ::geteuid() == 0,
-                                    .egress = egress.get()});
+                                    .egress = egress.get(),
+                                    .oom_counter_path = kVmstatPath});
   absl::StatusOr<Agent::Outcome> outcome = agent.Run();
   if (!outcome.ok()) {
     PowerOffAfterFailure(outcome.status().message());

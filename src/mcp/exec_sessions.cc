@@ -150,6 +150,7 @@ ExecState ExecSession::State() {
     s.signal = result_->signal;
     s.timed_out = result_->timed_out;
     s.error = result_->error;
+    s.oom_kills = result_->oom_kills;
     if (result_->started_at && result_->finished_at) {
       s.duration_ms = absl::ToInt64Milliseconds(*result_->finished_at - *result_->started_at);
     }

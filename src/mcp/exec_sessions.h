@@ -42,6 +42,7 @@ struct ExecState {
   std::optional<int64_t> signal;
   bool timed_out = false;
   std::string error;
+  int64_t oom_kills = 0;     // processes the guest's OOM killer ended while it ran
   int64_t stdout_bytes = 0;  // produced so far
   int64_t stderr_bytes = 0;
   int64_t duration_ms = 0;

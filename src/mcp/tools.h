@@ -118,9 +118,15 @@ struct Captured {
   std::string stdout_text;
   std::string stderr_text;
   ExecState state;
+  std::string sandbox_id;  // where it ran
 };
 [[nodiscard]] absl::StatusOr<Captured> RunCaptured(
     ToolEnv& env, CallContext& ctx, const std::string& sandbox, api::ExecCreate create,
     const std::string& stdin_bytes, absl::Duration timeout, absl::string_view progress_message);
+
+// What the guest's OOM killer did during an ended command, in the CLI's words (api::OomSentence)
+// with the advice a model can follow (sandbox_create's memory_mib); "" when it did nothing.
+// `memory_mib`: the sandbox's, 0 when not known.
+[[nodiscard]] std::string OomNote(const ExecState& state, int64_t memory_mib);
 
 }  // namespace abox::mcp

@@ -207,6 +207,7 @@ absl::StatusOr<Captured> RunCaptured(ToolEnv& env, CallContext& ctx, const std::
   out.stderr_text = s.Output(true);
   out.state = s.State();
   out.state.timed_out = out.state.timed_out || killed_here;
+  out.sandbox_id = s.sandbox_id();
   return out;
 }
 

@@ -3,6 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "src/api/exec.h"
+#include "src/api/sandbox.h"
+#include "src/client/answers.h"
+#include "src/client/api_paths.h"
 #include "src/mcp/text.h"
 #include "src/mcp/tool_args.h"
 #include "src/mcp/tools.h"
@@ -66,6 +70,7 @@ nlohmann::json StateJson(const ExecState& s) {
                         {"exit_code", s.exit_code ? nlohmann::json(*s.exit_code) : nullptr},
                         {"signal", s.signal ? nlohmann::json(*s.signal) : nullptr},
                         {"timed_out", s.timed_out},
+                        {"oom_kills", s.oom_kills},
                         {"stdout_bytes", s.stdout_bytes},
                         {"stderr_bytes", s.stderr_bytes},
                         {"duration_ms", s.duration_ms}};
@@ -75,6 +80,23 @@ nlohmann::json StateJson(const ExecState& s) {
   return out;
 }
 
+// When the guest's OOM killer struck during the command: "oom", the sentence the CLI prints, with
+// the sandbox's memory (looked up only then; without it when that fails).
+void AddOomNote(ToolEnv& env, CallContext& ctx, const std::string& sandbox, const ExecState& s,
+                nlohmann::json& out) {
+  if (s.oom_kills <= 0) {
+    return;
+  }
+  int64_t memory_mib = 0;
+  absl::StatusOr<client::ApiResponse> r = ApiGet(env, ctx, client::SandboxPath(sandbox));
+  if (r.ok()) {
+    absl::StatusOr<api::Sandbox> got =
+        client::DecodeAnswer(*r, "GET /v1/sandboxes/{id}", api::DecodeSandbox);
+    memory_mib = got.ok() ? got->memory_mib : 0;
+  }
+  out["oom"] = OomNote(s, memory_mib);
+}
+
 nlohmann::json StateSchema(nlohmann::json extra, std::vector<std::string> required) {
   nlohmann::json props = {
       {"state", {{"type", "string"}}},
@@ -82,6 +104,8 @@ nlohmann::json StateSchema(nlohmann::json extra, std::vector<std::string> requir
       {"exit_code", {{"type", {"integer", "null"}}}},
       {"signal", {{"type", {"integer", "null"}}}},
       {"timed_out", {{"type", "boolean"}}},
+      {"oom_kills", {{"type", "integer"}}},
+      {"oom", {{"type", "string"}}},
       {"stdout_bytes", {{"type", "integer"}}},
       {"stderr_bytes", {{"type", "integer"}}},
       {"duration_ms", {{"type", "integer"}}},
@@ -104,6 +128,7 @@ absl::StatusOr<nlohmann::json> Exec(ToolEnv& env, const nlohmann::json& args, Ca
     return run.status();
   }
   nlohmann::json out = StateJson(run->state);
+  AddOomNote(env, ctx, run->sandbox_id, run->state, out);
   std::string out_tail = TailUtf8(run->stdout_text, kOutputCap);
   std::string err_tail = TailUtf8(run->stderr_text, kOutputCap);
   out["stdout_truncated"] = static_cast<int64_t>(out_tail.size()) < run->state.stdout_bytes;
@@ -149,6 +174,7 @@ absl::StatusOr<nlohmann::json> Read(ToolEnv& env, const nlohmann::json& args, Ca
   ExecState state = s.State();  // before the read, so `ended` implies all output was read
   ExecRead read = s.Read(cursor, static_cast<size_t>(IntArg(args, "max_bytes", kOutputCap)));
   nlohmann::json out = StateJson(state);
+  AddOomNote(env, ctx, s.sandbox_id(), state, out);
   out["stdout"] = read.stdout_text;
   out["stderr"] = read.stderr_text;
   out["next_cursor"] = read.next_cursor;
@@ -171,7 +197,10 @@ absl::StatusOr<nlohmann::json> Wait(ToolEnv& env, const nlohmann::json& args, Ca
          !s.WaitFor(std::min(absl::Seconds(1), deadline - absl::Now()))) {
     ctx.Progress(absl::ToDoubleSeconds(absl::Now() - start), "waiting for the command");
   }
-  return StateJson(s.State());
+  ExecState state = s.State();
+  nlohmann::json out = StateJson(state);
+  AddOomNote(env, ctx, s.sandbox_id(), state, out);
+  return out;
 }
 
 absl::StatusOr<nlohmann::json> WriteStdin(ToolEnv& env, const nlohmann::json& args) {
@@ -207,6 +236,17 @@ nlohmann::json HandleProp() { return Prop("string", "The handle exec_start retur
 
 }  // namespace
 
+std::string OomNote(const ExecState& state, int64_t memory_mib) {
+  api::Exec ended;
+  ended.signal = state.signal;
+  ended.timed_out = state.timed_out;
+  ended.oom_kills = state.oom_kills;
+  return api::OomSentence(ended, memory_mib,
+                          absl::StrCat("give a sandbox more with sandbox_create's memory_mib, "
+                                       "e.g. ",
+                                       api::SuggestedMemoryMib(memory_mib)));
+}
+
 std::vector<Tool> ExecTools(ToolEnv& env) {
   std::vector<Tool> tools;
   nlohmann::json exec_out = StateSchema({{"stdout", {{"type", "string"}}},
@@ -218,8 +258,10 @@ std::vector<Tool> ExecTools(ToolEnv& env) {
       "exec", "Run a command",
       "Runs a command in a sandbox and waits for it (at most timeout_seconds, default 45). "
       "Returns exit_code, stdout and stderr (the last 20,000 bytes of each; *_truncated and "
-      "*_bytes say when there was more), duration_ms and timed_out. A non-zero exit_code is a "
-      "normal result. Commands run as user `agent` in the workspace. For anything that may take "
+      "*_bytes say when there was more), duration_ms and timed_out; oom_kills counts the processes "
+      "the sandbox's OOM killer ended meanwhile, and `oom` then says what happened and how to "
+      "give the sandbox more memory. A non-zero exit_code is a normal result. Commands run as user "
+      "`agent` in the workspace. For anything that may take "
       "longer than ~40 s (builds, test suites, servers) use exec_start.",
       ObjectSchema(CommandProps(false), {"sandbox"}), exec_out,
       Annotations(false, true, false, true),

@@ -137,6 +137,26 @@ TEST_F(ToolsTest, ExecNeedsExactlyOneOfArgvAndShell) {
   EXPECT_THAT(Text(r), HasSubstr("\"timeout_seconds\" must be at most 50"));
 }
 
+TEST(OomNoteTest, SaysWhatTheOomKillerDidAndHowToGiveMoreMemory) {
+  ExecState killed{.ended = true, .state = "exited", .signal = 9, .oom_kills = 1};
+  EXPECT_EQ(OomNote(killed, 512),
+            "the command was killed for lack of memory (the sandbox has 512 MiB; give a sandbox "
+            "more with sandbox_create's memory_mib, e.g. 1024)");
+  ExecState make{.ended = true, .state = "exited", .exit_code = 2, .oom_kills = 2};
+  EXPECT_EQ(OomNote(make, 0),
+            "the OOM killer ended 2 processes during this command (give a sandbox more with "
+            "sandbox_create's memory_mib, e.g. 4096)");
+  EXPECT_EQ(OomNote(ExecState{.ended = true, .state = "exited", .signal = 9}, 512), "");
+}
+
+TEST_F(ToolsTest, ExecResultsDeclareTheirOomFields) {
+  for (const char* tool : {"exec", "exec_read", "exec_wait"}) {
+    const json& props = Find(tool).output_schema["properties"];
+    EXPECT_EQ(props["oom_kills"]["type"], "integer") << tool;
+    EXPECT_EQ(props["oom"]["type"], "string") << tool;
+  }
+}
+
 TEST_F(ToolsTest, UnknownHandlesAreNotFound) {
   for (const char* tool : {"exec_read", "exec_wait", "exec_signal", "exec_write_stdin"}) {
     json r = Call(tool, {{"handle", "e-123"}});

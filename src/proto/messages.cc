@@ -269,6 +269,9 @@ std::string EncodeExitInfo(const ExitInfo& e) {
     j["error"] = e.error.substr(0, kMaxErrorText);
   }
   j["duration_us"] = e.duration_us;
+  if (e.oom_kills != 0) {
+    j["oom_kills"] = std::min(e.oom_kills, kMaxOomKills);
+  }
   return Dump(j);
 }
 
@@ -295,6 +298,11 @@ absl::StatusOr<ExitInfo> DecodeExitInfo(absl::string_view payload) {
   ABOX_RETURN_IF_ERROR(GetBool(j, "timed_out", &e.timed_out, kWhat));
   ABOX_RETURN_IF_ERROR(GetString(j, "error", kMaxErrorText, &e.error, kWhat));
   ABOX_RETURN_IF_ERROR(GetUint(j, "duration_us", UINT64_MAX, &e.duration_us, kWhat));
+  // Optional (agents before it send none): absent is 0. A negative, fractional or larger count
+  // is a lie the guest cannot mean, and refused like any malformed field.
+  v = 0;
+  ABOX_RETURN_IF_ERROR(GetUint(j, "oom_kills", kMaxOomKills, &v, kWhat));
+  e.oom_kills = static_cast<uint32_t>(v);
   return e;
 }
 

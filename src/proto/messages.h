@@ -54,6 +54,10 @@ struct ExitInfo {
   bool timed_out = false;
   std::string error;  // why the command could not start (e.g. "ls: command not found")
   uint64_t duration_us = 0;
+  // Processes the guest kernel's OOM killer killed while the command ran (whether the command's
+  // or not: the guest counts them VM-wide, see docs/protocol.md). On the wire "oom_kills", sent
+  // only when not 0; absent (an older agent) is 0; at most kMaxOomKills.
+  uint32_t oom_kills = 0;
   // Shell convention: exit code, or 128 + signal.
   [[nodiscard]] int ShellCode() const { return exit_code ? *exit_code : 128 + signal.value_or(0); }
 };
@@ -99,5 +103,7 @@ inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxEnv = 4096;
 inline constexpr size_t kMaxErrorText = 4096;
 inline constexpr size_t kMaxCapabilities = 64;
+// An exit's oom_kills above this is a violation (the agent clamps its count to it).
+inline constexpr uint32_t kMaxOomKills = 1000000;
 
 }  // namespace abox::proto

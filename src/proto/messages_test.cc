@@ -1,5 +1,7 @@
 #include "src/proto/messages.h"
 
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace abox::proto {
@@ -70,6 +72,55 @@ TEST(MessagesTest, ExitInfoRoundTripAndValidation) {
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->ShellCode(), 127);
   EXPECT_EQ(ok->error, "foo: command not found");
+}
+
+TEST(MessagesTest, ExitInfoCarriesOomKillsWhenThereWereAny) {
+  ExitInfo e;
+  e.signal = 9;
+  e.oom_kills = 3;
+  auto d = DecodeExitInfo(EncodeExitInfo(e));
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->oom_kills, 3u);
+  EXPECT_EQ(d->signal, 9);
+
+  // None: not on the wire at all, so a host from before the field reads it unchanged.
+  e.oom_kills = 0;
+  EXPECT_EQ(EncodeExitInfo(e).find("oom_kills"), std::string::npos);
+  // An agent from before the field sends none: 0.
+  auto old = DecodeExitInfo(R"({"signal":9,"duration_us":5})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->oom_kills, 0u);
+  auto zero = DecodeExitInfo(R"({"exit_code":0,"oom_kills":0})");
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->oom_kills, 0u);
+  auto most = DecodeExitInfo(absl::StrCat(R"({"exit_code":0,"oom_kills":)", kMaxOomKills, "}"));
+  ASSERT_TRUE(most.ok());
+  EXPECT_EQ(most->oom_kills, kMaxOomKills);
+
+  // The encoder never sends more than the decoder takes.
+  e.oom_kills = kMaxOomKills + 5;
+  auto clamped = DecodeExitInfo(EncodeExitInfo(e));
+  ASSERT_TRUE(clamped.ok()) << clamped.status();
+  EXPECT_EQ(clamped->oom_kills, kMaxOomKills);
+}
+
+TEST(MessagesTest, ExitInfoRefusesHostileOomKills) {
+  for (const std::string& bad : std::vector<std::string>{
+           R"({"exit_code":0,"oom_kills":-1})",
+           R"({"exit_code":0,"oom_kills":1.5})",
+           R"({"exit_code":0,"oom_kills":"3"})",
+           R"({"exit_code":0,"oom_kills":null})",
+           R"({"exit_code":0,"oom_kills":[1]})",
+           R"({"exit_code":0,"oom_kills":18446744073709551615})",
+           R"({"exit_code":0,"oom_kills":99999999999999999999999})",
+           absl::StrCat(R"({"exit_code":0,"oom_kills":)", kMaxOomKills + 1, "}"),
+       }) {
+    absl::StatusOr<ExitInfo> d = DecodeExitInfo(bad);
+    EXPECT_FALSE(d.ok()) << bad;
+    if (!d.ok()) {
+      EXPECT_THAT(std::string(d.status().message()), ::testing::HasSubstr("oom_kills")) << bad;
+    }
+  }
 }
 
 TEST(MessagesTest, HelloNegotiation) {

@@ -129,6 +129,52 @@ TEST(AgentClientTest, HostileGuestIsDroppedAndExecsFail) {
   guest.join();
 }
 
+// Issue 19: the guest's count of OOM kills during the command reaches the exec's result.
+TEST(AgentClientTest, TheExitCarriesTheGuestsOomKills) {
+  Pair p = MakePair();
+  std::thread guest([&] {
+    p.guest->Handshake();
+    auto open = p.guest->Expect(FrameType::kOpen);
+    ASSERT_TRUE(open.has_value());
+    uint32_t id = open->header.stream;
+    p.guest->Send(
+        EncodeFrame(FrameType::kStdout, id, proto::kFlagEof, "") +
+        EncodeFrame(FrameType::kStderr, id, proto::kFlagEof, "") +
+        EncodeFrame(FrameType::kExit, id, 0, proto::EncodeExitInfo({.signal = 9, .oom_kills = 2})));
+  });
+  ASSERT_TRUE(p.client->WaitReady(absl::Seconds(10)).ok());
+  auto exec = p.client->StartExec({.argv = {"tail", "/dev/zero"}});
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  while ((*exec)->ReadOutput()) {
+  }
+  auto result = (*exec)->Wait();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->signal, 9);
+  EXPECT_EQ(result->oom_kills, 2u);
+  guest.join();
+}
+
+// A count no kernel could have reached is a guest lying: a violation like any malformed field.
+TEST(AgentClientTest, AHostileOomCountIsAViolation) {
+  Pair p = MakePair();
+  std::thread guest([&] {
+    p.guest->Handshake();
+    auto open = p.guest->Expect(FrameType::kOpen);
+    ASSERT_TRUE(open.has_value());
+    uint32_t id = open->header.stream;
+    p.guest->Send(
+        EncodeFrame(FrameType::kExit, id, 0, R"({"signal":9,"oom_kills":18446744073709551615})"));
+  });
+  ASSERT_TRUE(p.client->WaitReady(absl::Seconds(10)).ok());
+  auto exec = p.client->StartExec({.argv = {"x"}});
+  ASSERT_TRUE(exec.ok());
+  auto result = (*exec)->Wait();
+  EXPECT_FALSE(result.ok());
+  EXPECT_NE(p.client->failure().message().find("oom_kills"), absl::string_view::npos)
+      << p.client->failure();
+  guest.join();
+}
+
 TEST(AgentClientTest, ConnectionLossFailsRunningExecs) {
   Pair p = MakePair();
   std::thread guest([&] {

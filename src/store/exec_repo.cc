@@ -15,7 +15,7 @@ constexpr std::array<const char*, 2> kStreamNames = {"stdout", "stderr"};
 
 constexpr char kColumns[] =
     "id, sandbox_id, argv, shell, env, cwd, user, pty, timeout_ms, state, exit_code, signal, "
-    "timed_out, error, started_at, finished_at, output_bytes, output_truncated";
+    "timed_out, error, started_at, finished_at, output_bytes, output_truncated, oom_kills";
 
 template <typename Enum, size_t N>
 absl::StatusOr<Enum> ParseName(const std::array<const char*, N>& names, absl::string_view text,
@@ -63,6 +63,7 @@ absl::StatusOr<ExecRecord> ReadRow(const Statement& stmt) {
   e.finished_at = FromMillis(stmt.ColumnOptionalInt64(15));
   e.output_bytes = stmt.ColumnInt64(16);
   e.output_truncated = stmt.ColumnBool(17);
+  e.result.oom_kills = stmt.ColumnInt64(18);
   return e;
 }
 
@@ -84,10 +85,10 @@ absl::StatusOr<bool> SandboxExists(Connection& connection, absl::string_view id)
 }
 
 absl::Status InsertRow(Connection& connection, const ExecRecord& e) {
-  ABOX_ASSIGN_OR_RETURN(
-      Statement stmt,
-      connection.Prepare(absl::StrCat("INSERT INTO execs (", kColumns, ") VALUES ",
-                                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")));
+  ABOX_ASSIGN_OR_RETURN(Statement stmt,
+                        connection.Prepare(absl::StrCat(
+                            "INSERT INTO execs (", kColumns, ") VALUES ",
+                            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")));
   ABOX_RETURN_IF_ERROR(stmt.BindText(1, e.id));
   ABOX_RETURN_IF_ERROR(stmt.BindText(2, e.sandbox_id));
   ABOX_RETURN_IF_ERROR(stmt.BindText(3, StringListToJson(e.argv)));
@@ -106,6 +107,7 @@ absl::Status InsertRow(Connection& connection, const ExecRecord& e) {
   ABOX_RETURN_IF_ERROR(stmt.BindNull(16));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(17, 0));
   ABOX_RETURN_IF_ERROR(stmt.BindBool(18, false));
+  ABOX_RETURN_IF_ERROR(stmt.BindInt64(19, 0));
   return stmt.Run();
 }
 
@@ -267,13 +269,14 @@ absl::Status ExecRepo::Finish(absl::string_view exec_id, const ExecResult& resul
   ABOX_ASSIGN_OR_RETURN(
       Statement stmt,
       connection.Prepare("UPDATE execs SET state = :state, exit_code = :exit, signal = :signal, "
-                         "timed_out = :timed_out, error = :error, finished_at = :now "
-                         "WHERE id = :id AND state = 'running'"));
+                         "timed_out = :timed_out, error = :error, finished_at = :now, "
+                         "oom_kills = :oom_kills WHERE id = :id AND state = 'running'"));
   ABOX_RETURN_IF_ERROR(stmt.BindText(":state", ExecStateName(result.state)));
   ABOX_RETURN_IF_ERROR(stmt.BindOptionalInt64(":exit", result.exit_code));
   ABOX_RETURN_IF_ERROR(stmt.BindOptionalInt64(":signal", result.signal));
   ABOX_RETURN_IF_ERROR(stmt.BindBool(":timed_out", result.timed_out));
   ABOX_RETURN_IF_ERROR(stmt.BindText(":error", result.error));
+  ABOX_RETURN_IF_ERROR(stmt.BindInt64(":oom_kills", std::max<int64_t>(result.oom_kills, 0)));
   ABOX_RETURN_IF_ERROR(stmt.BindInt64(":now", ToMillis(clock_())));
   ABOX_RETURN_IF_ERROR(stmt.BindText(":id", exec_id));
   ABOX_RETURN_IF_ERROR(stmt.Run());

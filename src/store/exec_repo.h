@@ -33,6 +33,8 @@ struct ExecResult {
   std::optional<int> signal;             // set when a signal killed it
   bool timed_out = false;
   std::string error;  // why it failed or was interrupted; empty otherwise
+  // Processes the guest's OOM killer ended while it ran (VM-wide: docs/protocol.md), >= 0.
+  int64_t oom_kills = 0;
 
   friend bool operator==(const ExecResult&, const ExecResult&) = default;
 };

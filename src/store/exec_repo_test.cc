@@ -286,6 +286,18 @@ TEST_F(ExecRepoTest, FinishRecordsSignalsTimeoutsAndErrors) {
   EXPECT_EQ(repo_->Get("failed")->result, failed);
 }
 
+TEST_F(ExecRepoTest, FinishRecordsTheOomKills) {
+  Start(Exec("oom"));
+  Start(Exec("plain"));
+  ExecResult oom{.state = ExecState::kExited, .signal = 9, .oom_kills = 2};
+  ASSERT_TRUE(repo_->Finish("oom", oom).ok());
+  EXPECT_EQ(repo_->Get("oom")->result, oom);
+  EXPECT_EQ(repo_->Get("oom")->result.oom_kills, 2);
+  EXPECT_EQ(repo_->Get("plain")->result.oom_kills, 0);  // still running: none yet
+  ASSERT_TRUE(repo_->Finish("plain", {.state = ExecState::kExited, .exit_code = 0}).ok());
+  EXPECT_EQ(repo_->Get("plain")->result.oom_kills, 0);
+}
+
 TEST_F(ExecRepoTest, GetUnknownIsNotFound) {
   EXPECT_EQ(repo_->Get("nope").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(repo_->GetWithOutput("nope").status().code(), absl::StatusCode::kNotFound);

@@ -285,6 +285,12 @@ constexpr char kSchemaV8[] = R"sql(
 ALTER TABLE sandboxes ADD COLUMN disk_mib INTEGER NOT NULL DEFAULT 0 CHECK (disk_mib >= 0);
 )sql";
 
+// How many processes the guest's OOM killer ended while each exec ran (issue 19), so that an
+// exec's record can say the command died for lack of memory long after it ended.
+constexpr char kSchemaV9[] = R"sql(
+ALTER TABLE execs ADD COLUMN oom_kills INTEGER NOT NULL DEFAULT 0 CHECK (oom_kills >= 0);
+)sql";
+
 constexpr Migration kMigrations[] = {
     {1, "sandboxes, execs with bounded output, events", kSchemaV1},
     {2, "egress policies, connection and DNS logs, ask-to-allow requests", kSchemaV2},
@@ -294,6 +300,7 @@ constexpr Migration kMigrations[] = {
     {6, "the secrets and git pushes each sandbox was given", kSchemaV6},
     {7, "the model broker: sandboxes' model APIs and tokens, providers, usage", kSchemaV7},
     {8, "sandboxes' disk sizes", kSchemaV8},
+    {9, "the OOM kills during each exec", kSchemaV9},
 };
 
 absl::StatusOr<int> ReadVersion(Connection& connection) {

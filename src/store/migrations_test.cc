@@ -164,6 +164,38 @@ TEST(MigrationsTest, AFailingMigrationRollsBackAndNamesItself) {
   EXPECT_FALSE(connection.InTransaction());
 }
 
+// Schema 8 gives sandboxes a disk size: those from before had the image's (0).
+TEST(MigrationsTest, SandboxesFromBeforeDiskSizesHaveTheImagesSize) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(ApplyMigrations(*db, SchemaMigrations().first(7)).ok());
+  ExecOrDie(*db,
+            "INSERT INTO sandboxes (id, image, cpus, memory_mib, state, created_at) "
+            "VALUES ('0123456789ab', 'default', 1, 512, 'ready', 1)");
+  ASSERT_TRUE(Migrate(*db).ok());
+  EXPECT_EQ(QueryInt(*db, "SELECT disk_mib FROM sandboxes WHERE id = '0123456789ab'"), 0);
+  EXPECT_FALSE(
+      db->Lock().Execute("UPDATE sandboxes SET disk_mib = -1 WHERE id = '0123456789ab'").ok());
+}
+
+// Schema 9 adds each exec's OOM kills: execs recorded before it had none.
+TEST(MigrationsTest, ExecsFromBeforeOomCountingHaveNoOomKills) {
+  TempDir tmp;
+  auto db = OpenDatabaseOrDie(tmp.file("state.db"));
+  ASSERT_NE(db, nullptr);
+  ASSERT_TRUE(ApplyMigrations(*db, SchemaMigrations().first(7)).ok());
+  ExecOrDie(*db,
+            "INSERT INTO sandboxes (id, image, cpus, memory_mib, state, created_at) "
+            "VALUES ('0123456789ab', 'default', 1, 512, 'ready', 1)");
+  ExecOrDie(*db,
+            "INSERT INTO execs (id, sandbox_id, state, signal, started_at) "
+            "VALUES ('e1', '0123456789ab', 'exited', 9, 1)");
+  ASSERT_TRUE(Migrate(*db).ok());
+  EXPECT_EQ(QueryInt(*db, "SELECT oom_kills FROM execs WHERE id = 'e1'"), 0);
+  EXPECT_FALSE(db->Lock().Execute("UPDATE execs SET oom_kills = -1 WHERE id = 'e1'").ok());
+}
+
 TEST(MigrationsTest, ADatabaseFromANewerAboxIsRefused) {
   TempDir tmp;
   std::string path = tmp.file("state.db");

@@ -1,5 +1,6 @@
 // The abox CLI as a client of aboxd, end to end: auto-start, create, exec (stdin, separate
-// stdout/stderr, exit code, PTY), ls, inspect, logs, stop, rm, events, daemon stop/status.
+// stdout/stderr, exit code, PTY, out of memory), ls, inspect, logs, stop, rm, events, daemon
+// stop/status.
 #include <signal.h>
 
 #include <chrono>
@@ -169,6 +170,39 @@ TEST_F(DaemonCliTest, CommandsDieWithTheirKilledClient) {
   AboxResult counted = Abox(
       {"exec", "orphans", "--", "sh", "-c", "cat /proc/[0-9]*/comm 2>/dev/null | grep -cx yes"});
   EXPECT_EQ(absl::StripAsciiWhitespace(counted.out), "0") << counted.err;
+}
+
+// Issue 19: `tail /dev/zero` used to end with 137 and no word. A command the guest's OOM killer
+// ends is said to have died for lack of memory, with the sandbox's size and how to give it
+// more; one that survives the OOM kill of one of its processes gets the count; the exit codes
+// stay the commands' own; the exec's record keeps it.
+TEST_F(DaemonCliTest, OutOfMemoryIsSaidPlainly) {
+  AboxResult created = Abox({"create", "--name", "small", "--memory", "256"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+
+  AboxResult oom = Abox({"exec", "--no-stdin", "small", "--", "tail", "/dev/zero"});
+  EXPECT_EQ(oom.exit_code, 128 + SIGKILL) << oom.err;
+  EXPECT_THAT(oom.err, HasSubstr("abox: the command was killed for lack of memory (the sandbox "
+                                 "has 256 MiB; give it more with --memory MIB, e.g. abox create "
+                                 "--memory 512)"))
+      << oom.err;
+
+  AboxResult survived = Abox(
+      {"exec", "--no-stdin", "small", "--", "sh", "-c", "tail /dev/zero; echo tail ended with $?"});
+  EXPECT_EQ(survived.exit_code, 0) << survived.err;
+  EXPECT_THAT(survived.out, HasSubstr("tail ended with 137"));
+  EXPECT_THAT(survived.err, HasSubstr("abox: the OOM killer ended "));
+  EXPECT_THAT(survived.err, HasSubstr("during this command (the sandbox has 256 MiB"));
+
+  // A SIGKILL that is not the OOM killer's is only 137.
+  AboxResult killed = Abox({"exec", "--no-stdin", "small", "--", "sh", "-c", "kill -KILL $$"});
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  EXPECT_THAT(killed.err, Not(HasSubstr("memory")));
+
+  AboxResult logs = Abox({"logs", "small", "--execs"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_THAT(logs.out,
+              HasSubstr("tail /dev/zero -> killed by SIGKILL, out of memory [OOM killer:"));
 }
 
 }  // namespace

@@ -58,6 +58,19 @@ TEST(RunTest, ReportsSignalDeathAs128PlusN) {
   EXPECT_EQ(RunInVm({"sh", "-c", "kill -KILL $$"}).exit_code, 128 + SIGKILL);
 }
 
+// Issue 19: out of memory is said plainly (a direct run; the daemon's way is in
+// daemon_cli_test.cc), and the exit code stays 137.
+TEST(RunTest, ACommandTheOomKillerEndsIsSaidToHaveRunOutOfMemory) {
+  AboxCall call;
+  call.args = {"run", "--memory", "256", "--no-stdin", "--", "tail", "/dev/zero"};
+  AboxResult r = RunAbox(call);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("abox: the command was killed for lack of memory (the sandbox has "
+                               "256 MiB; give it more with --memory MIB, e.g. abox run --memory "
+                               "512)"))
+      << r.err;
+}
+
 TEST(RunTest, CommandNotFoundIs127WithReason) {
   auto r = RunInVm({"no-such-command-abox"});
   EXPECT_EQ(r.exit_code, 127);

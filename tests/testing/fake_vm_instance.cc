@@ -187,8 +187,10 @@ std::string FakeVmInstance::ServeUntilEnd(int listen) {
     {
       // The stop pipe doubles as the agent's signal_fd (see End()). The Agent's destructor
       // kills and reaps the commands of this connection.
-      guest::Agent agent(*std::move(channel),
-                         {.pid1 = false, .signal_fd = stop, .switch_user = false});
+      guest::Agent agent(*std::move(channel), {.pid1 = false,
+                                               .signal_fd = stop,
+                                               .switch_user = false,
+                                               .oom_counter_path = p_.oom_counter_path});
       outcome = agent.Run();
     }
     if (!outcome.ok()) {

@@ -30,6 +30,7 @@ class FakeVmInstance final {
     std::string accel_note;
     std::chrono::milliseconds boot_delay{0};
     uint64_t console_limit = 1 << 20;
+    std::string oom_counter_path;  // FakeVmmOptions::oom_counter_path
   };
 
   // A VM that is not running and has no thread (Attach found only its run_dir).

@@ -249,6 +249,7 @@ FakeVmm::FakeVmm(FakeVmmOptions options)
   knobs_.boot_delay = options.boot_delay;
   knobs_.start_latency = options.start_latency;
   knobs_.accel_note = std::move(options.accel_note);
+  knobs_.oom_counter_path = std::move(options.oom_counter_path);
 }
 
 FakeVmm::~FakeVmm() = default;
@@ -261,6 +262,7 @@ absl::StatusOr<std::unique_ptr<vmm::Vm>> FakeVmm::StartVm(const vmm::VmSpec& spe
     knobs.boot_delay = knobs_.boot_delay;
     knobs.start_latency = knobs_.start_latency;
     knobs.accel_note = knobs_.accel_note;
+    knobs.oom_counter_path = knobs_.oom_counter_path;
   }
   if (knobs.start_latency.count() > 0) {
     std::this_thread::sleep_for(knobs.start_latency);
@@ -287,6 +289,7 @@ absl::StatusOr<std::unique_ptr<vmm::Vm>> FakeVmm::StartVm(const vmm::VmSpec& spe
   params.accel_note = knobs.accel_note;
   params.boot_delay = knobs.boot_delay;
   params.console_limit = spec.console_log_limit_bytes;
+  params.oom_counter_path = knobs.oom_counter_path;
   const std::string& run_dir = params.run_dir;
 
   ABOX_RETURN_IF_ERROR(vmm::MakeRunDir(run_dir));

@@ -30,6 +30,10 @@ struct FakeVmmOptions {
   // Run vmm::ValidateVmSpec as is: kernel, initrd and rootfs must exist. By default it runs
   // without the image file checks (ids, run_dir, sizes, and image paths given must be absolute).
   bool check_image_files = false;
+  // The /proc/vmstat stand-in each VM's agent reads its OOM kill counter from
+  // (guest::Agent::Options::oom_counter_path). Empty: none, as outside a VM (the host's counter
+  // says nothing about a command). Tests point it at a file their commands rewrite.
+  std::string oom_counter_path;
 };
 
 // A live fake VM as the process-wide registry sees it.
@@ -120,6 +124,7 @@ class FakeVmm final : public vmm::Vmm {
     std::chrono::milliseconds boot_delay{0};
     std::chrono::milliseconds start_latency{0};
     std::string accel_note;
+    std::string oom_counter_path;
   };
   struct Counters;
 

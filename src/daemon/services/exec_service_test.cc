@@ -1,8 +1,13 @@
 // ExecService alone: start, find, output and history, and the states that refuse commands.
 #include "src/daemon/services/exec_service.h"
 
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "src/daemon/resource_views.h"
 #include "src/daemon/testing/service_fixture.h"
 
 namespace abox::daemon {
@@ -79,6 +84,74 @@ TEST_F(ExecServiceTest, AStopEndsARunningExecAsInterruptedWithTheReason) {
   store::ExecRecord ended = Ended(*exec);
   EXPECT_EQ(ended.state, store::ExecState::kInterrupted);
   EXPECT_THAT(ended.result.error, HasSubstr("the sandbox was stopped"));
+}
+
+// The agents of this daemon's fake VMs read their OOM kill counter from a file of the test's,
+// which a command rewrites as the guest kernel would when its OOM killer strikes.
+class ExecServiceOomTest : public testing::ServiceTest {
+ protected:
+  void SetUp() override {
+    vmstat_ = home_.path() + "/vmstat";
+    std::ofstream(vmstat_) << "pgfault 3\noom_kill 10\n";
+    daemon_ = std::make_unique<testing::TestDaemon>(home_.path(), Budget{16, 16384});
+    daemon_->Start({.oom_counter_path = vmstat_});
+    client_ = daemon_->Connect();
+    ASSERT_NE(client_, nullptr);
+  }
+  // The exec_finished events published so far.
+  std::vector<store::Event> Finished() {
+    d().events().Flush();
+    std::vector<store::Event> seen;
+    bool missed = false;
+    absl::StatusOr<uint64_t> handle = d().events().Subscribe(
+        [&](const store::Event& e) {
+          if (e.type == store::event_type::kExecFinished) {
+            seen.push_back(e);
+          }
+        },
+        0, &missed);
+    EXPECT_TRUE(handle.ok()) << handle.status();
+    if (handle.ok()) {
+      d().events().Unsubscribe(*handle);
+    }
+    return seen;
+  }
+
+  std::string vmstat_;
+};
+
+TEST_F(ExecServiceOomTest, AnOomKillOfTheCommandIsRecordedShownAndPublished) {
+  std::string id = Ready();
+  api::ExecCreate request;
+  request.shell = absl::StrCat("printf 'oom_kill 12\\n' > ", vmstat_, "; kill -KILL $$");
+  absl::StatusOr<std::shared_ptr<LiveExec>> exec = d().execs().Start(id, request);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  store::ExecRecord ended = Ended(*exec);
+  EXPECT_EQ(ended.state, store::ExecState::kExited);
+  EXPECT_EQ(ended.result.signal, 9);
+  EXPECT_EQ(ended.result.oom_kills, 2);
+  // The exec as the API shows it (GET .../execs/ID, the output stream's exit line).
+  EXPECT_EQ(ExecJson(ended)["oom_kills"], 2);
+  EXPECT_EQ(ExitLineJson(ended)["exec"]["oom_kills"], 2);
+  std::vector<store::Event> finished = Finished();
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].payload["oom_kills"], 2);
+  EXPECT_EQ(finished[0].payload["signal"], 9);
+}
+
+TEST_F(ExecServiceOomTest, AnExecWithoutOomKillsHasNone) {
+  std::string id = Ready();
+  api::ExecCreate request;
+  request.shell = "exit 3";
+  absl::StatusOr<std::shared_ptr<LiveExec>> exec = d().execs().Start(id, request);
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  store::ExecRecord ended = Ended(*exec);
+  EXPECT_EQ(ended.result.exit_code, 3);
+  EXPECT_EQ(ended.result.oom_kills, 0);
+  EXPECT_EQ(ExecJson(ended)["oom_kills"], 0);
+  std::vector<store::Event> finished = Finished();
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_FALSE(finished[0].payload.contains("oom_kills"));
 }
 
 }  // namespace

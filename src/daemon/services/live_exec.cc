@@ -173,6 +173,9 @@ void LiveExec::Pump() {
   if (!result.error.empty()) {
     payload["error"] = result.error;
   }
+  if (result.oom_kills > 0) {
+    payload["oom_kills"] = result.oom_kills;
+  }
   events_->Publish(record_.sandbox_id, store::event_type::kExecFinished, payload);
 
   std::vector<std::function<void(const store::ExecRecord&)>> waiters;
@@ -208,6 +211,7 @@ store::ExecResult LiveExec::ResultOf(const absl::StatusOr<proto::ExitInfo>& info
   r.exit_code = info->exit_code;
   r.signal = info->signal;
   r.timed_out = info->timed_out;
+  r.oom_kills = info->oom_kills;  // bounded by the decoder (proto::kMaxOomKills)
   if (!info->error.empty()) {
     r.state = store::ExecState::kFailed;
     r.error = info->error;

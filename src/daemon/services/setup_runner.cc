@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <csignal>
 #include <mutex>
 #include <optional>
 
@@ -125,6 +126,12 @@ absl::Status SetupRunner::RunCommands(const std::string& id, runtime::Sandbox& s
       how = absl::StrCat("was killed by signal ", *result.signal);
     } else {
       how = absl::StrCat("failed: ", result.error.empty() ? "no exit status" : result.error);
+    }
+    if (result.oom_kills > 0) {
+      absl::StrAppend(&how, result.signal == SIGKILL ? " for lack of memory" : "",
+                      " (the OOM killer ended ", result.oom_kills,
+                      result.oom_kills == 1 ? " process" : " processes",
+                      " meanwhile; give the sandbox more with --memory MIB)");
     }
     std::string tail = OutputTail(*ctx_->execs, ended.id);
     ctx_->events->Publish(id, "setup_failed", {{"command", command}, {"exec_id", ended.id}});
