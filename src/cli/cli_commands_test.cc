@@ -78,9 +78,10 @@ TEST_F(CliCommandsTest, CreateListInspectStopAndRemove) {
 
   AboxResult ls = Abox({"ls"});
   EXPECT_EQ(ls.exit_code, 0) << ls.err;
-  EXPECT_THAT(ls.out, StartsWith("ID            NAME  IMAGE    STATE  CPUS  MEM      AGE  EXPIRES  "
-                                 "LABELS\n"));
-  EXPECT_THAT(ls.out, HasSubstr(id.substr(0, 12) + "  web   default  ready  2     1.5 GiB  "));
+  EXPECT_THAT(ls.out, StartsWith("ID            NAME  IMAGE    STATE  CPUS  MEM      DISK    AGE  "
+                                 "EXPIRES  LABELS\n"));
+  EXPECT_THAT(ls.out,
+              HasSubstr(id.substr(0, 12) + "  web   default  ready  2     1.5 GiB  16 GiB  "));
   EXPECT_THAT(ls.out, HasSubstr("in 2h    app=web\n"));
   EXPECT_EQ(Abox({"ls", "-q", "-l", "app=web"}).out, id + "\n");
   EXPECT_EQ(Abox({"ls", "-q", "-l", "app=other"}).out, "");

@@ -123,9 +123,6 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
     }
     create.secrets[name] = "";
   }
-  // The workspace's .abox.toml (or, with template: "auto", a guess from its files): it fills what
-  // the call did not set; the egress it asks for needs the person's --allow-egress-changes.
-  ABOX_ASSIGN_OR_RETURN(std::optional<TemplateUse> applied, ApplyTemplateArg(env, args, &create));
   for (const std::string& rule : StringListArg(args, "git_push")) {
     if (!env.options().allow_egress_changes) {
       return absl::PermissionDeniedError(
@@ -134,6 +131,9 @@ absl::StatusOr<nlohmann::json> Create(ToolEnv& env, const nlohmann::json& args, 
     }
     create.git_push.push_back(rule);
   }
+  // The workspace's .abox.toml (or, with template: "auto", a guess from its files): it fills what
+  // the call did not set; the egress it asks for needs the person's --allow-egress-changes.
+  ABOX_ASSIGN_OR_RETURN(std::optional<TemplateUse> applied, ApplyTemplateArg(env, args, &create));
   // wait=false, then poll: the sandbox's id is known at once, so a cancelled create removes
   // what it started instead of leaving it booting.
   absl::StatusOr<client::ApiResponse> r = ApiPost(

@@ -220,7 +220,7 @@ TEST(ProjectTemplateTest, RefusesUnknownPresetSuggestingTheNearest) {
             "pick one or remove "
             "the line");
   EXPECT_THAT(ErrorFor("preset = \"cobol\"\n"),
-              AllOf(Not(HasSubstr("did you mean")), HasSubstr("; the presets are python")));
+              AllOf(Not(HasSubstr("did you mean")), HasSubstr("; the presets are minimal")));
   EXPECT_THAT(ErrorFor("preset = \"Python\"\n"), HasSubstr("did you mean \"python\"?"));
 }
 

@@ -38,7 +38,7 @@ class PoolTest : public CliHomeTest {
       return -1;
     }
     for (const nlohmann::json& s : health["pool"]["shapes"]) {
-      if (s.value("image", "") == "default" && s.value("memory_mib", 0) == 512) {
+      if (s.value("image", "") == "default" && s.value("memory_mib", 0) == 2048) {
         return s.value("idle", 0);
       }
     }
@@ -81,12 +81,12 @@ class PoolTest : public CliHomeTest {
 };
 
 TEST_F(PoolTest, CreatesTakePooledVmsThePoolRefillsAndGivesWayToTheBudget) {
-  // Room for 4 sandboxes of 512 MiB: 2 pooled, 2 for creates.
-  AboxResult started = Abox({"daemon", "start", "--pool", "2", "--max-memory", "2048"});
+  // Room for 4 sandboxes of the default 2 GiB: 2 pooled, 2 for creates.
+  AboxResult started = Abox({"daemon", "start", "--pool", "2", "--max-memory", "8192"});
   ASSERT_EQ(started.exit_code, 0) << started.err;
   nlohmann::json health = WaitIdle(2);
   // Pooled VMs count in the ledger like sandboxes.
-  EXPECT_EQ(health["ledger"]["memory_mib_used"], 1024) << health.dump();
+  EXPECT_EQ(health["ledger"]["memory_mib_used"], 4096) << health.dump();
   std::vector<std::string> pooled = PooledIds();
   ASSERT_EQ(pooled.size(), 2u);
 
@@ -129,7 +129,7 @@ TEST_F(PoolTest, CreatesTakePooledVmsThePoolRefillsAndGivesWayToTheBudget) {
   health = WaitIdle(2);
   EXPECT_EQ(health["pool"]["handed_out"], 2);
   EXPECT_GE(health["pool"]["made"].get<int>(), 4);
-  EXPECT_EQ(health["ledger"]["memory_mib_used"], 2048);  // a, b and 2 pooled: the budget is full
+  EXPECT_EQ(health["ledger"]["memory_mib_used"], 8192);  // a, b and 2 pooled: the budget is full
   EXPECT_EQ(Abox({"rm", "-f", a}).exit_code, 0);
   std::string c = Create();
   ASSERT_FALSE(c.empty());
@@ -140,20 +140,20 @@ TEST_F(PoolTest, CreatesTakePooledVmsThePoolRefillsAndGivesWayToTheBudget) {
   // A create of another size finds no pooled VM and no room in the budget: the idle VMs give
   // way to it (destroyed, their reservations released), and the pool cannot refill meanwhile.
   health = WaitIdle(2);
-  std::string big = Create({"--memory", "1024"});
+  std::string big = Create({"--memory", "4096"});
   ASSERT_FALSE(big.empty());
   EXPECT_EQ(StartedFrom(big)[big], "snapshot");
   health = Health();
   EXPECT_EQ(Idle(health), 0) << health.dump();
   EXPECT_GE(health["pool"]["drained"].get<int>(), 2) << health.dump();
-  EXPECT_EQ(health["ledger"]["memory_mib_used"], 2048) << health.dump();  // b, c and big
+  EXPECT_EQ(health["ledger"]["memory_mib_used"], 8192) << health.dump();  // b, c and big
   // Once the budget has room again, the pool fills again: the latest size asked for first.
   EXPECT_EQ(Abox({"rm", "-f", big}).exit_code, 0);
   bool refilled = false;
   for (int i = 0; i < 600 && !refilled; ++i) {
     health = Health();
     for (const nlohmann::json& s : health["pool"]["shapes"]) {
-      refilled = refilled || (s.value("memory_mib", 0) == 1024 && s.value("idle", 0) == 1);
+      refilled = refilled || (s.value("memory_mib", 0) == 4096 && s.value("idle", 0) == 1);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
