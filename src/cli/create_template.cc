@@ -17,9 +17,9 @@ absl::StatusOr<std::optional<tmpl::ProjectTemplate>> FindTemplate(const std::str
                                                                   const std::string& dir) {
   absl::StatusOr<std::optional<tmpl::ProjectTemplate>> file = tmpl::ReadTemplate(dir);
   if (!file.ok()) {
-    return absl::Status(file.status().code(),
-                        absl::StrCat(file.status().message(),
-                                     " (or create with --template none to leave it out)"));
+    return absl::Status(
+        file.status().code(),
+        absl::StrCat(file.status().message(), " (or create with --template none to leave it out)"));
   }
   if (file->has_value() || mode != "auto") {
     return file;

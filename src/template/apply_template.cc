@@ -72,8 +72,8 @@ absl::StatusOr<AppliedTemplate> ApplyTemplate(const ProjectTemplate& t, const Gi
   api::SandboxCreate next = *body;
   if (std::string image = TemplateImageName(t); !image.empty()) {
     if (given.image) {
-      out.lines.push_back(absl::StrCat("image ", next.image, " as asked (the template's ", image,
-                                       " is not used)"));
+      out.lines.push_back(
+          absl::StrCat("image ", next.image, " as asked (the template's ", image, " is not used)"));
     } else {
       next.image = image;
       out.image = image;

@@ -46,9 +46,8 @@ TEST(ApplyTemplateTest, NeverOverridesWhatThePersonSet) {
   body.memory_mib = 1024;
   body.disk_mib = 8192;
   body.setup = api::SetupSpec{.commands = {"make"}, .allow = {"preset:pypi"}};
-  absl::StatusOr<AppliedTemplate> applied =
-      ApplyTemplate(NodeTemplate(), {.image = true, .cpus = true, .memory = true, .disk = true},
-                    false, &body);
+  absl::StatusOr<AppliedTemplate> applied = ApplyTemplate(
+      NodeTemplate(), {.image = true, .cpus = true, .memory = true, .disk = true}, false, &body);
   ASSERT_TRUE(applied.ok()) << applied.status();
   EXPECT_EQ(body.image, "minimal");
   EXPECT_TRUE(applied->image.empty());

@@ -56,9 +56,9 @@ class TemplateE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
     index_port_ = FreeLoopbackPort();
-    auto index = base::ChildProcess::Spawn(
-        {.argv = {"python3", ABOX_LOCAL_PYPI, (Dir() / "index").string(),
-                  std::to_string(index_port_)}});
+    auto index =
+        base::ChildProcess::Spawn({.argv = {"python3", ABOX_LOCAL_PYPI, (Dir() / "index").string(),
+                                            std::to_string(index_port_)}});
     ASSERT_TRUE(index.ok()) << index.status();
     index_ = *std::move(index);
     ASSERT_TRUE(WaitForLoopbackPort(index_port_));
@@ -113,8 +113,8 @@ TEST_F(TemplateE2eTest, NodeProjectInstallsFromTheRegistryAndItsTestsPass) {
     GTEST_SKIP() << kRegistry << " does not resolve on this host: no npm registry to install from";
   }
   fs::path project = Project("node-app");
-  std::vector<std::string> create = {"create",   "-w",      project.string(), "--template",
-                                     "auto",     "--image", "default"};
+  std::vector<std::string> create = {"create", "-w",      project.string(), "--template",
+                                     "auto",   "--image", "default"};
   // A host whose registry traffic goes through a TLS-inspecting mirror trusts the mirror's CA
   // from /usr/local/share/ca-certificates; the project then says so to npm, as a project behind
   // such a proxy does (`cafile` in its .npmrc, which abox leaves out unless included).
@@ -154,9 +154,8 @@ TEST_F(TemplateE2eTest, PythonProjectInstallsFromAnIndexAndItsTestsPass) {
       << "--index-url http://" << index << "/simple/\n--trusted-host " << kIndexHost
       << "\nabox-fixture-dep==1.0\n";
   // auto's setup reaches preset:pypi; this index is the person's addition, for setup only.
-  AboxResult created =
-      Abox({"create", "-w", project.string(), "--template", "auto", "--image", "default",
-            "--setup", "true", "--setup-allow", index});
+  AboxResult created = Abox({"create", "-w", project.string(), "--template", "auto", "--image",
+                             "default", "--setup", "true", "--setup-allow", index});
   ASSERT_EQ(created.exit_code, 0) << created.out << created.err << daemon_->Log();
   EXPECT_THAT(created.err, HasSubstr("template auto (requirements.txt"));
   EXPECT_THAT(created.err, HasSubstr("pip install -r requirements.txt"));
