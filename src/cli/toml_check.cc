@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "src/template/project_template.h"
 
 // Header-only and without exceptions: the parse result carries the error (house style: no
 // exceptions), and no ABI has to match Debian's compiled libtomlplusplus.
@@ -52,23 +53,6 @@ absl::StatusOr<std::optional<TomlServer>> ReadTomlServer(std::string_view file,
   return out;
 }
 
-std::string TomlString(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04X", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
-}
+std::string TomlString(std::string_view text) { return tmpl::TomlString(text); }
 
 }  // namespace abox::cli

@@ -75,6 +75,10 @@ struct ProjectTemplate {
 // written as "NGiB" when whole, else as an integer number of MiB.
 [[nodiscard]] std::string FormatTemplate(const ProjectTemplate& t);
 
+// A TOML basic string: quotes, backslashes and control characters escaped; other bytes as they
+// are. Also what `abox mcp install` writes into Codex's config.toml.
+[[nodiscard]] std::string TomlString(std::string_view text);
+
 // Reads and parses `<workspace_dir>/.abox.toml`; nullopt when there is none. The file must be a
 // regular file of at most kMaxTemplateBytes and not a symbolic link (a link could make abox read
 // a file outside the repository), else kInvalidArgument saying so.

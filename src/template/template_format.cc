@@ -8,11 +8,8 @@
 #include "src/template/project_template.h"
 
 namespace abox::tmpl {
-namespace {
 
-// A TOML basic string: quotes, backslashes and control characters escaped; other bytes as they
-// are (the parser only produces valid UTF-8).
-std::string Quoted(const std::string& text) {
+std::string TomlString(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
     auto u = static_cast<unsigned char>(c);
@@ -30,6 +27,10 @@ std::string Quoted(const std::string& text) {
   out += '"';
   return out;
 }
+
+namespace {
+
+std::string Quoted(const std::string& text) { return TomlString(text); }
 
 std::string List(const std::vector<std::string>& items) {
   std::vector<std::string> quoted;
