@@ -99,6 +99,9 @@ nlohmann::json ToJson(const SandboxCreate& c) {
   }
   if (c.setup) {
     nlohmann::json setup = {{"commands", c.setup->commands}, {"allow", c.setup->allow}};
+    if (!c.setup->root_commands.empty()) {
+      setup["root_commands"] = c.setup->root_commands;
+    }
     if (c.setup->timeout_seconds != 0) {
       setup["timeout_seconds"] = c.setup->timeout_seconds;
     }
@@ -148,7 +151,8 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
   });
   r.OptionalObject("setup", [&](Reader& s) {
     SetupSpec spec;
-    s.RequiredStringArray("commands", &spec.commands, 1, 64);
+    s.OptionalStringArray("commands", &spec.commands, 64);
+    s.OptionalStringArray("root_commands", &spec.root_commands, 64);
     s.OptionalStringArray("allow", &spec.allow, 1024);
     s.OptionalInt("timeout_seconds", &spec.timeout_seconds, 0, int64_t{7} * 86400);
     c.setup = std::move(spec);
@@ -164,9 +168,17 @@ absl::StatusOr<SandboxCreate> DecodeSandboxCreate(absl::string_view body) {
                                                   absl::CHexEscape(*c.egress->mode), "\""));
   }
   if (c.setup) {
-    for (size_t i = 0; i < c.setup->commands.size(); ++i) {
-      if (absl::StripAsciiWhitespace(c.setup->commands[i]).empty()) {
-        return FieldError(absl::StrCat("setup.commands[", i, "]"), "a setup command is empty");
+    if (c.setup->commands.empty() && c.setup->root_commands.empty()) {
+      return FieldError("setup.commands",
+                        "setup needs at least one command (commands or "
+                        "root_commands)");
+    }
+    for (const auto& [field, list] : {std::pair{"commands", &c.setup->commands},
+                                      std::pair{"root_commands", &c.setup->root_commands}}) {
+      for (size_t i = 0; i < list->size(); ++i) {
+        if (absl::StripAsciiWhitespace((*list)[i]).empty()) {
+          return FieldError(absl::StrCat("setup.", field, "[", i, "]"), "a setup command is empty");
+        }
       }
     }
   }

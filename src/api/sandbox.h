@@ -36,10 +36,12 @@ struct EgressSpec {
   friend bool operator==(const EgressSpec&, const EgressSpec&) = default;
 };
 
-// "setup" of POST /v1/sandboxes: commands run (as agent, in the workspace) before the sandbox
-// is ready, with `allow` (rules or preset names) added to its policy only meanwhile.
+// "setup" of POST /v1/sandboxes: commands run (as root, then as agent, in the workspace) before
+// the sandbox is ready, with `allow` (rules or preset names) added to its policy only meanwhile.
 struct SetupSpec {
   std::vector<std::string> commands;
+  // Run as root (in the workspace) before `commands`: system setup without sudo (issue 19).
+  std::vector<std::string> root_commands;
   std::vector<std::string> allow;
   int64_t timeout_seconds = 0;  // the whole setup phase; 0: the daemon's default (10 min)
 

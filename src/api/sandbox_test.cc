@@ -17,6 +17,26 @@ TEST(SandboxCreateTest, DefaultsFromEmptyBody) {
   EXPECT_EQ(c->accel, "auto");
 }
 
+TEST(SandboxCreateTest, SetupMayHaveRootCommandsAndNeedsOneCommand) {
+  absl::StatusOr<SandboxCreate> c =
+      DecodeSandboxCreate(R"({"setup": {"root_commands": ["apt-get update"]}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->setup.has_value());
+  EXPECT_EQ(c->setup->root_commands, std::vector<std::string>{"apt-get update"});
+  EXPECT_TRUE(c->setup->commands.empty());
+  absl::StatusOr<SandboxCreate> back = DecodeSandboxCreate(ToJson(*c).dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, *c);
+  absl::StatusOr<SandboxCreate> none = DecodeSandboxCreate(R"({"setup": {"allow": ["npm"]}})");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("at least one command"), std::string::npos);
+  absl::StatusOr<SandboxCreate> blank =
+      DecodeSandboxCreate(R"({"setup": {"root_commands": ["  "]}})");
+  ASSERT_FALSE(blank.ok());
+  EXPECT_EQ(blank.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(blank.status().message().find("a setup command is empty"), std::string::npos);
+}
+
 TEST(SandboxCreateTest, DiskSizeIsBounded) {
   absl::StatusOr<SandboxCreate> c = DecodeSandboxCreate(R"({"disk_mib": 32768})");
   ASSERT_TRUE(c.ok()) << c.status();

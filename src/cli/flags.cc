@@ -67,11 +67,15 @@ absl::StatusOr<int64_t> ParseSizeMib(std::string_view flag_text, std::string_vie
   }
   std::string u = absl::AsciiStrToUpper(unit);
   uint64_t scale = 0;
-  if (u.empty() || u == "M" || u == "MB" || u == "MIB") {
+  if (u == "MB" || u == "GB" || u == "TB") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, " '", text, "': ", unit, " is ambiguous (1000 or 1024?); write 32G or 32GiB"));
+  }
+  if (u.empty() || u == "M" || u == "MIB") {
     scale = 1;
-  } else if (u == "G" || u == "GB" || u == "GIB") {
+  } else if (u == "G" || u == "GIB") {
     scale = 1024;
-  } else if (u == "T" || u == "TB" || u == "TIB") {
+  } else if (u == "T" || u == "TIB") {
     scale = 1024 * 1024;
   } else {
     return bad();

@@ -22,8 +22,8 @@ namespace abox::cli {
 [[nodiscard]] absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(
     std::string_view flag, std::string_view what, const std::vector<std::string>& items);
 
-// A size flag in MiB: "32G", "32GiB", "500M", "500MiB", "1T" or a bare number of MiB. Errors
-// name the flag and the accepted forms.
+// A size flag in MiB: "32G", "32GiB", "500M", "500MiB", "1T" or a bare number of MiB (units are
+// binary; "GB" and "MB" are refused as ambiguous). Errors name the flag and the accepted forms.
 [[nodiscard]] absl::StatusOr<int64_t> ParseSizeMib(std::string_view flag, std::string_view text);
 
 // How long ago / how far ahead, in the largest whole unit: "45s", "12m", "3h", "2d".

@@ -31,7 +31,11 @@ TEST(ParseDurationSecondsTest, RejectsWhatIsNotADurationSayingWhatToType) {
 TEST(ParseSizeMibTest, UnitsAreBinaryAndABareNumberIsMib) {
   EXPECT_EQ(*ParseSizeMib("--disk", "32G"), 32768);
   EXPECT_EQ(*ParseSizeMib("--disk", "32GiB"), 32768);
-  EXPECT_EQ(*ParseSizeMib("--disk", "32gb"), 32768);
+  EXPECT_EQ(*ParseSizeMib("--disk", "32gib"), 32768);
+  // Decimal-looking units are refused, as in .abox.toml: 32GB could mean either.
+  absl::StatusOr<int64_t> gb = ParseSizeMib("--disk", "32GB");
+  ASSERT_FALSE(gb.ok());
+  EXPECT_THAT(std::string(gb.status().message()), HasSubstr("ambiguous"));
   EXPECT_EQ(*ParseSizeMib("--disk", "500M"), 500);
   EXPECT_EQ(*ParseSizeMib("--disk", "2048"), 2048);
   EXPECT_EQ(*ParseSizeMib("--disk", "1T"), 1048576);

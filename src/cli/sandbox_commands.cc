@@ -44,6 +44,7 @@ struct CreateOptions {
   std::string egress;
   std::vector<std::string> allow;
   std::vector<std::string> setup;
+  std::vector<std::string> setup_root;
   std::vector<std::string> setup_allow;
   int64_t setup_timeout = 0;         // seconds; 0: the daemon's default
   std::vector<std::string> secrets;  // NAME or NAME=VARIABLE
@@ -109,13 +110,15 @@ int Create(const CreateOptions& o) {
         "--workspace-path, --exclude, --include and --git-history need -w/--workspace DIR"));
   }
   body.egress = EgressSpecFor(o.egress, o.allow);
-  if (!o.setup.empty()) {
-    body.setup = api::SetupSpec{
-        .commands = o.setup, .allow = o.setup_allow, .timeout_seconds = o.setup_timeout};
+  if (!o.setup.empty() || !o.setup_root.empty()) {
+    body.setup = api::SetupSpec{.commands = o.setup,
+                                .root_commands = o.setup_root,
+                                .allow = o.setup_allow,
+                                .timeout_seconds = o.setup_timeout};
   } else if (!o.setup_allow.empty() || o.setup_timeout > 0) {
     return Fail(absl::InvalidArgumentError(
         "--setup-allow and --setup-timeout are for --setup commands: give at least one "
-        "--setup CMD"));
+        "--setup CMD (or --setup-root CMD)"));
   }
   for (const std::string& text : o.secrets) {
     size_t eq = text.find('=');
@@ -350,6 +353,10 @@ void AddSandboxCommands(CLI::App& app, Action* action) {
       ->add_option("--setup", create->setup,
                    "Run this shell command before the sandbox is ready, e.g. 'npm ci' "
                    "(repeatable, in order; the create fails if one fails)")
+      ->allow_extra_args(false);
+  create_cmd
+      ->add_option("--setup-root", create->setup_root,
+                   "Like --setup, as root (no sudo needed), before the --setup commands")
       ->allow_extra_args(false);
   create_cmd
       ->add_option("--setup-allow", create->setup_allow,

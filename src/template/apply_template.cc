@@ -88,11 +88,14 @@ absl::StatusOr<AppliedTemplate> ApplyTemplate(const ProjectTemplate& t, const Gi
   if (t.disk_mib && !given.disk) {
     next.disk_mib = *t.disk_mib;
   }
-  if (!t.setup.empty() || !t.setup_allow.empty()) {
+  if (!t.setup.empty() || !t.setup_root.empty()) {
     api::SetupSpec setup = next.setup.value_or(api::SetupSpec{});
     std::vector<std::string> commands = t.setup;
     commands.insert(commands.end(), setup.commands.begin(), setup.commands.end());
     setup.commands = std::move(commands);
+    std::vector<std::string> root = t.setup_root;
+    root.insert(root.end(), setup.root_commands.begin(), setup.root_commands.end());
+    setup.root_commands = std::move(root);
     for (const std::string& rule : t.setup_allow) {
       if (std::find(setup.allow.begin(), setup.allow.end(), rule) == setup.allow.end()) {
         setup.allow.push_back(rule);

@@ -39,6 +39,19 @@ TEST(ApplyTemplateTest, FillsWhatThePersonDidNotSet) {
   EXPECT_THAT(applied->lines[0], HasSubstr("preset node"));
 }
 
+TEST(ApplyTemplateTest, RootSetupRunsAsRootBeforeThePersons) {
+  ProjectTemplate t = NodeTemplate();
+  t.setup_root = {"apt-get install -y ./tool.deb"};
+  api::SandboxCreate body;
+  body.setup = api::SetupSpec{.commands = {"make"}, .root_commands = {"service x start"}};
+  absl::StatusOr<AppliedTemplate> applied = ApplyTemplate(t, {}, false, &body);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  EXPECT_THAT(body.setup->root_commands,
+              ElementsAre("apt-get install -y ./tool.deb", "service x start"));
+  EXPECT_THAT(body.setup->commands, ElementsAre("npm ci", "make"));
+  EXPECT_THAT(applied->lines, ::testing::Contains(HasSubstr("setup as root: apt-get install")));
+}
+
 TEST(ApplyTemplateTest, NeverOverridesWhatThePersonSet) {
   api::SandboxCreate body;
   body.image = "minimal";

@@ -44,6 +44,8 @@ const std::vector<KeySpec>& TopKeys() {
       {"setup", "an array of strings (shell commands)", "setup = [\"npm ci\"]"},
       {"resources", "a table", "[resources] on a line of its own, then cpus = 2"},
       {"egress", "a table", "[egress] on a line of its own, then allow = [\"api.example.com\"]"},
+      {"setup_root", "an array of strings (shell commands run as root)",
+       "setup_root = [\"apt-get install -y ./tools.deb\"]"},
   };
   return *keys;
 }
@@ -134,6 +136,8 @@ class Parser final {
                      }));
       } else if (name == "setup") {
         ABOX_RETURN_IF_ERROR(ReadList(node, "setup", TopKeys()[3], &out.setup, nullptr));
+      } else if (name == "setup_root") {
+        ABOX_RETURN_IF_ERROR(ReadList(node, "setup_root", TopKeys()[6], &out.setup_root, nullptr));
       } else if (name == "resources") {
         ABOX_RETURN_IF_ERROR(ReadResources(node, &out));
       } else if (name == "egress") {

@@ -44,8 +44,9 @@ struct ProjectTemplate {
   std::string source;
   std::optional<std::string> image;
   std::optional<std::string> preset;
-  std::vector<std::string> packages;  // extra Debian packages
-  std::vector<std::string> setup;     // commands run in /workspace as the agent user
+  std::vector<std::string> packages;    // extra Debian packages
+  std::vector<std::string> setup;       // commands run in /workspace as the agent user
+  std::vector<std::string> setup_root;  // commands run in /workspace as root, before `setup`
   std::optional<int64_t> cpus;
   std::optional<int64_t> memory_mib;
   std::optional<int64_t> disk_mib;

@@ -22,6 +22,7 @@ image = "developer"
 preset = "node"
 packages = ["libpq-dev", "g++"]
 setup = ["npm ci", "npm run build"]
+setup_root = ["apt-get install -y ./vendor/tool.deb"]
 [resources]
 cpus = 2
 memory = "4GiB"
@@ -48,6 +49,7 @@ TEST(ProjectTemplateTest, ParsesEveryKey) {
   want.preset = "node";
   want.packages = {"libpq-dev", "g++"};
   want.setup = {"npm ci", "npm run build"};
+  want.setup_root = {"apt-get install -y ./vendor/tool.deb"};
   want.cpus = 2;
   want.memory_mib = 4096;
   want.disk_mib = 32768;
@@ -107,18 +109,21 @@ TEST(ProjectTemplateTest, RefusesATableHeaderStartingWithADot) {
 
 TEST(ProjectTemplateTest, RefusesUnknownKeysNamingTheKnownOnes) {
   std::string message = ErrorFor("image = \"developer\"\nimgae = \"x\"\n");
-  EXPECT_EQ(message,
-            ".abox.toml, line 2: unknown key 'imgae'; did you mean 'image'? The known keys are "
-            "image, preset, packages, setup, [resources], [egress]; fix the spelling or remove "
-            "the key");
+  EXPECT_EQ(
+      message,
+      ".abox.toml, line 2: unknown key 'imgae'; did you mean 'image'? The known keys are "
+      "image, preset, packages, setup, [resources], [egress], setup_root; fix the spelling or "
+      "remove "
+      "the key");
   EXPECT_EQ(ErrorFor("[resources]\ncpu = 2\n"),
             ".abox.toml, line 2: unknown key 'cpu' in [resources]; did you mean 'cpus'? The "
             "known keys in [resources] are cpus, memory, disk; fix the spelling or remove the "
             "key");
   EXPECT_THAT(ErrorFor("[egress]\nallowed = []\n"), HasSubstr("did you mean 'allow'?"));
-  EXPECT_EQ(ErrorFor("ports = [80]\n"),
-            ".abox.toml, line 1: unknown key 'ports'; the known keys are image, preset, "
-            "packages, setup, [resources], [egress]; fix the spelling or remove the key");
+  EXPECT_EQ(
+      ErrorFor("ports = [80]\n"),
+      ".abox.toml, line 1: unknown key 'ports'; the known keys are image, preset, "
+      "packages, setup, [resources], [egress], setup_root; fix the spelling or remove the key");
 }
 
 TEST(ProjectTemplateTest, RefusesEgressModeAsSomethingATemplateCannotSet) {

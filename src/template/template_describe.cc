@@ -56,12 +56,16 @@ std::vector<std::string> DescribeTemplate(const ProjectTemplate& t) {
   if (!t.packages.empty()) {
     lines.push_back(absl::StrCat("packages: ", JoinPrintable(t.packages, ", ")));
   }
-  if (!t.setup.empty()) {
+  if (!t.setup_root.empty()) {
+    lines.push_back(absl::StrCat("setup as root: ", JoinPrintable(t.setup_root, "; ")));
+  }
+  if (!t.setup.empty() || !t.setup_root.empty()) {
     std::string reach =
         t.setup_allow.empty()
             ? ""
             : absl::StrCat(" (may reach ", JoinPrintable(t.setup_allow, ", "), " while it runs)");
-    lines.push_back(absl::StrCat("setup: ", JoinPrintable(t.setup, "; "), reach));
+    lines.push_back(t.setup.empty() ? absl::StrCat("setup", reach)
+                                    : absl::StrCat("setup: ", JoinPrintable(t.setup, "; "), reach));
   } else if (!t.setup_allow.empty()) {
     lines.push_back(absl::StrCat("setup_allow (", JoinPrintable(t.setup_allow, ", "),
                                  ") has no effect: there are no setup commands"));

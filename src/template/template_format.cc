@@ -73,6 +73,9 @@ std::string FormatTemplate(const ProjectTemplate& t) {
   if (!t.setup.empty()) {
     absl::StrAppend(&out, "setup = ", List(t.setup), "\n");
   }
+  if (!t.setup_root.empty()) {
+    absl::StrAppend(&out, "setup_root = ", List(t.setup_root), "\n");
+  }
   if (t.cpus.has_value() || t.memory_mib.has_value() || t.disk_mib.has_value()) {
     out += "\n[resources]\n";
     if (t.cpus.has_value()) {

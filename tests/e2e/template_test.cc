@@ -141,6 +141,10 @@ TEST_F(TemplateE2eTest, NodeProjectInstallsFromTheRegistryAndItsTestsPass) {
   AboxResult test = Abox(GuestShellArgs(id, "cd /workspace && npm test 2>&1"));
   EXPECT_THAT(test.out, HasSubstr("node-app: 2 tests passed")) << test.out << test.err;
   EXPECT_THAT(test.out, HasSubstr("exit=0"));
+  // npm's cache is on the sandbox's disk.
+  AboxResult cache =
+      Abox(GuestShellArgs(id, "df --output=source \"$(npm config get cache)\" | tail -1"));
+  EXPECT_THAT(cache.out, HasSubstr("/dev/vda")) << cache.out << cache.err;
   // The registry was open for the setup only: now the sandbox's own (empty) allowlist stands.
   AboxResult after = Abox(GuestShellArgs(
       id, "cd /workspace && timeout 60 npm view ms version --fetch-retries=0 >/dev/null 2>&1"));
@@ -154,8 +158,9 @@ TEST_F(TemplateE2eTest, PythonProjectInstallsFromAnIndexAndItsTestsPass) {
       << "--index-url http://" << index << "/simple/\n--trusted-host " << kIndexHost
       << "\nabox-fixture-dep==1.0\n";
   // auto's setup reaches preset:pypi; this index is the person's addition, for setup only.
-  AboxResult created = Abox({"create", "-w", project.string(), "--template", "auto", "--image",
-                             "default", "--setup", "true", "--setup-allow", index});
+  AboxResult created =
+      Abox({"create", "-w", project.string(), "--template", "auto", "--image", "default", "--setup",
+            "true", "--setup-allow", index, "--setup-root", "touch /etc/abox-root-setup-ran"});
   ASSERT_EQ(created.exit_code, 0) << created.out << created.err << daemon_->Log();
   EXPECT_THAT(created.err, HasSubstr("template auto (requirements.txt"));
   EXPECT_THAT(created.err, HasSubstr("pip install -r requirements.txt"));
@@ -165,6 +170,9 @@ TEST_F(TemplateE2eTest, PythonProjectInstallsFromAnIndexAndItsTestsPass) {
   EXPECT_THAT(test.out, HasSubstr("test_greets_loudly")) << test.out << test.err;
   EXPECT_THAT(test.out, HasSubstr("OK"));
   EXPECT_THAT(test.out, HasSubstr("exit=0"));
+  // --setup-root ran as root (the agent user cannot write /etc).
+  AboxResult root = Abox(GuestShellArgs(id, "stat -c %U /etc/abox-root-setup-ran"));
+  EXPECT_THAT(root.out, HasSubstr("root\nexit=0")) << root.out << root.err;
   // The developer image's sizes: a 16 GiB disk the guest's root file system fills, 2 GiB.
   AboxResult sizes = Abox(GuestShellArgs(
       id, "df -BM --output=size / | tail -1; awk '/MemTotal/ {print $2}' /proc/meminfo"));

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -64,6 +66,7 @@ absl::Status SetupRunner::RunCommands(const std::string& id, runtime::Sandbox& s
   const absl::Time deadline = ctx_->clock->Now() + budget;
   ctx_->events->Publish(id, "setup_started",
                         {{"commands", setup.commands},
+                         {"root_commands", setup.root_commands},
                          {"allow", setup.allow},
                          {"timeout_seconds", absl::ToInt64Seconds(budget)}});
   auto timed_out = [&](const std::string& command, const std::string& exec_id) {
@@ -75,14 +78,22 @@ absl::Status SetupRunner::RunCommands(const std::string& id, runtime::Sandbox& s
         absl::FormatDuration(budget), " ran out", exec,
         "; give setup more time (setup.timeout_seconds) or make the command faster"));
   };
+  // Root's commands first (system setup: packages, services), then the agent's.
+  std::vector<std::pair<std::string, const char*>> steps;
+  for (const std::string& command : setup.root_commands) {
+    steps.emplace_back(command, "root");
+  }
   for (const std::string& command : setup.commands) {
+    steps.emplace_back(command, "agent");
+  }
+  for (const auto& [command, user] : steps) {
     const absl::Duration left = deadline - ctx_->clock->Now();
     if (left <= absl::ZeroDuration()) {
       return timed_out(command, "");
     }
     api::ExecCreate exec;
     exec.shell = command;
-    exec.user = "agent";
+    exec.user = user;
     // Whatever the command leaves running (`sleep 1000 &`, a daemon that called setsid) is
     // killed as it ends, so nothing setup started runs on under the narrowed policy: in the VM
     // the agent runs it in a cgroup of its own and kills that (docs/protocol.md).
@@ -139,7 +150,7 @@ absl::Status SetupRunner::RunCommands(const std::string& id, runtime::Sandbox& s
         "setup command \"", command, "\" ", how, " (exec ", ended.id, ")",
         tail.empty() ? "; it printed nothing" : absl::StrCat("; its last output:\n", tail)));
   }
-  ctx_->events->Publish(id, "setup_finished", {{"commands", setup.commands.size()}});
+  ctx_->events->Publish(id, "setup_finished", {{"commands", steps.size()}});
   return absl::OkStatus();
 }
 

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,27 @@ TEST_F(SetupRunnerTest, RunsEveryCommandInOrderAndRecordsThemAsExecs) {
   std::ifstream in(marker);
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(all, "one\ntwo\n");  // the fake VM's guest is this host
+}
+
+TEST_F(SetupRunnerTest, RootCommandsRunFirstAsRootThenTheAgentsAsAgent) {
+  std::string marker = absl::StrCat(home_.path(), "/order");
+  api::SetupSpec setup;
+  setup.root_commands = {"echo system >> " + marker};
+  setup.commands = {"echo project >> " + marker};
+  absl::Status s = d().setup().Run(id_, *vm_, setup, {});
+  ASSERT_TRUE(s.ok()) << s;
+  std::ifstream in(marker);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all, "system\nproject\n");
+  absl::StatusOr<std::vector<store::ExecRecord>> history = d().execs().List(id_, 10);
+  ASSERT_TRUE(history.ok());
+  ASSERT_EQ(history->size(), 2u);
+  std::map<std::string, std::string> user_of;
+  for (const store::ExecRecord& e : *history) {
+    user_of[e.shell] = e.user;
+  }
+  EXPECT_EQ(user_of["echo system >> " + marker], "root");
+  EXPECT_EQ(user_of["echo project >> " + marker], "agent");
 }
 
 TEST_F(SetupRunnerTest, TheFirstFailingCommandEndsItNamingItsExitAndOutput) {
