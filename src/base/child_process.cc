@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -97,20 +98,46 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
   return out;
 }
 
+// The maps a child in a new user namespace writes for itself (prepared before fork).
+struct UserNamespaceMaps {
+  std::string uid_map;
+  std::string gid_map;
+};
+
+// Async-signal-safe: writes `text` to the procfs file `path`.
+bool WriteProcFile(const char* path, const std::string& text) {
+  int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return false;
+  }
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
 // Child side of Spawn: async-signal-safe calls only. Reports errno through `err_fd` and exits.
 [[noreturn]] void ChildAfterFork(const SpawnOptions& o, const CloseRanges* close_plan, pid_t parent,
-                                 char* const* argv, char* const* envp, const char* path,
-                                 int err_fd) {
+                                 const UserNamespaceMaps* maps, char* const* argv,
+                                 char* const* envp, const char* path, int err_fd) {
   auto die = [&](int step) {
     int payload[2] = {step, errno};
     (void)!::write(err_fd, payload, sizeof(payload));
     ::_exit(127);
   };
+  if (maps != nullptr && (!WriteProcFile("/proc/self/setgroups", "deny") ||
+                          !WriteProcFile("/proc/self/uid_map", maps->uid_map) ||
+                          !WriteProcFile("/proc/self/gid_map", maps->gid_map))) {
+    die(7);
+  }
   if (o.parent_death_signal != 0) {
     if (::prctl(PR_SET_PDEATHSIG, o.parent_death_signal) != 0) {
       die(1);
     }
-    if (::getppid() != parent) {
+    // In a new PID namespace the parent is outside it and getppid() is 0; the race this check
+    // closes (the parent died before prctl) then stays open, and the child's own supervisor
+    // (abox-jail re-arms the signal) has to live with it.
+    pid_t expected = (o.namespaces & CLONE_NEWPID) != 0 ? 0 : parent;
+    if (::getppid() != expected) {
       ::_exit(127);  // The parent is already gone.
     }
   }
@@ -216,14 +243,23 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
   if (o.close_other_fds) {
     close_plan = PlanCloseRanges(o.keep_fds, err_pipe.write.get());
   }
+  std::optional<UserNamespaceMaps> maps;
+  if ((o.namespaces & CLONE_NEWUSER) != 0) {
+    maps = UserNamespaceMaps{.uid_map = absl::StrCat("0 ", ::geteuid(), " 1"),
+                             .gid_map = absl::StrCat("0 ", ::getegid(), " 1")};
+  }
   pid_t parent = ::getpid();
-  pid_t pid = ::fork();
+  // clone without a new stack behaves as fork; glibc's fork handlers do not run, which is fine:
+  // the child only makes async-signal-safe calls before exec.
+  pid_t pid = o.namespaces == 0 ? ::fork()
+                                : static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD | o.namespaces,
+                                                               nullptr, nullptr, nullptr, 0));
   if (pid < 0) {
-    return ErrnoError("fork");
+    return ErrnoError(o.namespaces == 0 ? "fork" : "clone(new namespaces)");
   }
   if (pid == 0) {
-    ChildAfterFork(o, close_plan ? &*close_plan : nullptr, parent, argv.data(), env_ptr,
-                   path->c_str(), err_pipe.write.get());
+    ChildAfterFork(o, close_plan ? &*close_plan : nullptr, parent, maps ? &*maps : nullptr,
+                   argv.data(), env_ptr, path->c_str(), err_pipe.write.get());
   }
   err_pipe.write.reset();
   UniqueFd pidfd(PidfdOpen(pid));
@@ -239,8 +275,11 @@ absl::StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& o) {
   if (n == sizeof(payload)) {
     child.KillAndReap();
     static constexpr const char* kSteps[] = {
-        "", "prctl(PDEATHSIG)", "setsid", "dup2", "fcntl", "chdir", "execve"};
-    int step = payload[0] >= 1 && payload[0] <= 6 ? payload[0] : 0;
+        "",       "prctl(PDEATHSIG)",
+        "setsid", "dup2",
+        "fcntl",  "chdir",
+        "execve", "clone(new namespaces): writing the user namespace's maps"};
+    int step = payload[0] >= 1 && payload[0] <= 7 ? payload[0] : 0;
     return ErrnoError(absl::StrCat(kSteps[step], "(", o.argv[0], ")"), payload[1]);
   }
   return child;

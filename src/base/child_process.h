@@ -47,14 +47,23 @@ struct SpawnOptions {
   bool new_session = false;
   // Working directory for the child, if set.
   std::optional<std::string> cwd;
+  // CLONE_NEW* flags: the child is created in new namespaces of these kinds (clone(2) instead of
+  // fork). With CLONE_NEWPID it is PID 1 of its namespace, and its pid() here is the one this
+  // process sees. Spawn fails with the clone's errno (EPERM, EINVAL, ENOSPC, EUSERS) where the
+  // host does not allow them, so the caller can fall back and say so. With CLONE_NEWUSER the
+  // child maps root of its new user namespace to this process's uid and gid before exec (as
+  // `unshare --map-root-user` does), so what it execs keeps its capabilities in the namespace to
+  // set the rest up, and is this process's user outside.
+  unsigned long namespaces = 0;  // NOLINT(google-runtime-int): clone(2)'s flags type
 };
 
 // Owns a child process (pid + pidfd). Destroying a still-running child kills it with SIGKILL and
 // reaps it, so no child outlives its owner by accident. Not thread-safe.
 class ChildProcess final {
  public:
-  // fork + exec. Everything the child needs is prepared before fork(); between fork and exec
-  // only async-signal-safe calls run. Fails if execve fails (reported through a CLOEXEC pipe).
+  // fork (or clone, see SpawnOptions::namespaces) + exec. Everything the child needs is prepared
+  // before fork(); between fork and exec only async-signal-safe calls run. Fails if execve fails
+  // (reported through a CLOEXEC pipe).
   [[nodiscard]] static absl::StatusOr<ChildProcess> Spawn(const SpawnOptions& options);
 
   ChildProcess() = default;

@@ -341,7 +341,11 @@ absl::StatusOr<RootfsEntry> BuildRootfsEntry(const base::HostLayout& paths, cons
       "--dpkgopt=path-include=/usr/share/doc/*/copyright",
       "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/info/*",
       "--dpkgopt=path-exclude=/usr/share/locale/*",
-      "--dpkgopt=path-include=/usr/share/locale/locale.alias"};
+      "--dpkgopt=path-include=/usr/share/locale/locale.alias",
+      // With man pages excluded, OpenJDK's postinst fails: update-alternatives links its man
+      // page into /usr/share/man/man1, which must exist. An empty directory;
+      // images that built before are unchanged by it, so it is not part of the cache key.
+      "--essential-hook=mkdir -p \"$1/usr/share/man/man1\""};
   argv.insert(argv.end(), agent_hooks.begin(), agent_hooks.end());
   argv.insert(argv.end(),
               {absl::StrCat("--customize-hook=", kCustomizeHook),

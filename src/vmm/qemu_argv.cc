@@ -84,24 +84,7 @@ std::vector<std::string> VmmChildEnvironment() {
 }
 
 std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in) {
-  std::vector<std::string> a;
-  if (in.drop) {
-    // Drop to an unprivileged user before exec. setpriv sets the parent-death signal *after*
-    // the credential change (a uid change clears it), so QEMU still dies with the shim.
-    a.emplace_back(in.setpriv_binary);
-    a.emplace_back(absl::StrCat("--reuid=", in.drop->uid));
-    a.emplace_back(absl::StrCat("--regid=", in.drop->gid));
-    if (in.drop->groups.empty()) {
-      a.emplace_back("--clear-groups");
-    } else {
-      a.emplace_back(absl::StrCat("--groups=", absl::StrJoin(in.drop->groups, ",")));
-    }
-    a.emplace_back("--inh-caps=-all");      // no capabilities survive into QEMU
-    a.emplace_back("--bounding-set=-all");  // nor can any be regained
-    a.emplace_back("--no-new-privs");  // setuid binaries cannot elevate (QEMU cannot exec anyway)
-    a.emplace_back("--pdeathsig=KILL");
-    a.emplace_back("--");
-  }
+  std::vector<std::string> a = in.jail_prefix;
   auto add = [&a](std::string flag, std::string value) {
     a.push_back(std::move(flag));
     a.push_back(std::move(value));

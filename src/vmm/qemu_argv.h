@@ -14,8 +14,10 @@
 
 namespace abox::vmm {
 
-// Credentials QEMU runs with when abox runs as root (applied by setpriv(1) before exec, so
-// QEMU's own seccomp filter can deny set*id calls; QEMU's `-runas` would need them).
+// Credentials QEMU runs with when abox runs as root (applied by abox-jail before exec, so
+// QEMU's own seccomp filter can deny set*id calls; QEMU's `-runas` would need them). With the
+// jail on, the shim replaces uid and gid with a per-VM uid it leases (vm_uid.h); nobody:nogroup
+// is what every QEMU shares with the jail off (ABOX_JAIL=off, for measurements).
 struct PrivilegeDrop {
   uid_t uid = 65534;  // nobody
   gid_t gid = 65534;  // nogroup
@@ -47,8 +49,8 @@ inline constexpr char kMemoryBackendId[] = "abox.ram";
 
 struct QemuArgvInput {
   std::string qemu_binary = "qemu-system-x86_64";
-  std::string setpriv_binary = "setpriv";
-  std::optional<PrivilegeDrop> drop;
+  // abox-jail's argv ending in "--" (JailArgv), put before QEMU's; empty: QEMU is exec'd as is.
+  std::vector<std::string> jail_prefix;
   std::string id;
   Accel accel = Accel::kTcg;  // kKvm or kTcg
   int cpus = 1;
@@ -72,7 +74,7 @@ struct QemuArgvInput {
   int console_fd = -1;  // connected stream socket; the serial console is written to it
 };
 
-// The full argv (setpriv prefix included when `drop` is set).
+// The full argv (the jail prefix included).
 [[nodiscard]] std::vector<std::string> BuildQemuArgv(const QemuArgvInput& in);
 
 // The guest kernel command line: console on ttyS0, boot-time tuning, optional
@@ -89,7 +91,7 @@ struct QemuArgvInput {
 // The whole environment abox-shim and QEMU (also the KVM probe's QEMU) run with, instead of the
 // caller's: nothing of the user's (API keys, SSH_AUTH_SOCK, proxies) reaches them. QEMU opens no
 // host path by name (the shim hands it descriptors) and spawns nothing, so it needs no HOME or
-// TMPDIR; PATH is there for setpriv, LANG for messages.
+// TMPDIR; PATH is there for the shim, LANG for messages.
 [[nodiscard]] std::vector<std::string> VmmChildEnvironment();
 
 // A QEMU flag that is there for containment, with the reason it is there.

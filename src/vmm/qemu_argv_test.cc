@@ -150,22 +150,14 @@ TEST(QemuArgvTest, FrozenLayersChainBetweenImageAndOverlay) {
   EXPECT_THAT(blockdevs[3], Not(HasSubstr("read-only")));
 }
 
-TEST(QemuArgvTest, PrivilegeDropGoesThroughSetprivWithDeathSignal) {
+TEST(QemuArgvTest, TheJailPrefixComesBeforeQemu) {
   QemuArgvInput in = Input(Accel::kKvm);
-  in.setpriv_binary = "/usr/bin/setpriv";
-  in.drop = PrivilegeDrop{.uid = 65534, .gid = 65534, .groups = {108}};
+  in.jail_prefix = {"/opt/abox/abox-jail", "--uid=2047541249", "--"};
   std::vector<std::string> argv = BuildQemuArgv(in);
-  auto dashdash = std::find(argv.begin(), argv.end(), "--");
-  ASSERT_NE(dashdash, argv.end());
-  std::vector<std::string> prefix(argv.begin(), dashdash);
-  EXPECT_EQ(prefix[0], "/usr/bin/setpriv");
-  EXPECT_THAT(prefix, Contains("--reuid=65534"));
-  EXPECT_THAT(prefix, Contains("--regid=65534"));
-  EXPECT_THAT(prefix, Contains("--groups=108"));
-  EXPECT_THAT(prefix, Contains("--pdeathsig=KILL"));
-  EXPECT_THAT(prefix, Contains("--no-new-privs"));
-  EXPECT_THAT(prefix, Contains("--bounding-set=-all"));
-  EXPECT_EQ(*(dashdash + 1), "/usr/bin/qemu-system-x86_64");
+  ASSERT_GE(argv.size(), 4u);
+  EXPECT_EQ(argv[0], "/opt/abox/abox-jail");
+  EXPECT_EQ(argv[2], "--");
+  EXPECT_EQ(argv[3], "/usr/bin/qemu-system-x86_64");
 }
 
 TEST(QemuArgvTest, KernelCmdlineCarriesTscAndExtra) {

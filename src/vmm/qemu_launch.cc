@@ -81,8 +81,47 @@ absl::StatusOr<base::UniqueFd> OpenForReopen(const std::string& path, bool dropp
 
 }  // namespace
 
-absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
-  bool dropping = c.drop.has_value();
+JailOptions JailOptionsFor(const ShimConfig& c, bool namespaces) {
+  JailOptions j;
+  if (c.drop) {
+    j.uid = c.drop->uid;
+    j.gid = c.drop->gid;
+    j.groups = c.drop->groups;
+    // A uid no other process has: the process limit bounds this QEMU alone (its threads: vCPUs,
+    // the I/O pool of up to 64 workers, RCU, migration).
+    j.max_processes = 256;
+  } else if (namespaces) {
+    j.user_namespace = true;
+  }
+  j.max_files = 4096;
+  if (namespaces) {
+    j.new_root = c.run_dir;
+    // What a dynamically linked QEMU needs to exec and run: /usr (binary, libraries, firmware
+    // in /usr/share/qemu) and the merged-/usr links (the ELF interpreter is /lib64/...).
+    for (const char* path : {"/usr", "/lib", "/lib64", "/etc/ld.so.cache"}) {
+      struct stat st {};
+      if (::lstat(path, &st) == 0) {
+        j.read_only.emplace_back(path);
+      }
+    }
+    std::string qemu_dir = std::filesystem::path(c.qemu_binary).parent_path().string();
+    if (!absl::StartsWith(qemu_dir, "/usr/") && qemu_dir != "/usr") {
+      j.read_only.push_back(qemu_dir);  // a QEMU of its own, e.g. under /opt
+    }
+    j.devices = {"null", "zero", "urandom"};
+    if (c.accel == Accel::kKvm) {
+      j.devices.emplace_back("kvm");
+    }
+    j.hostname = "abox-qemu";
+  }
+  return j;
+}
+
+absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c, const JailOptions& jail,
+                                        unsigned long namespaces) {  // NOLINT(google-runtime-int)
+  // After a uid change reopening checks "other"'s permission (in a user namespace the caller's
+  // own uid is mapped: its files stay its own).
+  bool dropping = jail.uid.has_value();
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd kernel, OpenForReopen(c.kernel, dropping));
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd initrd, OpenForReopen(c.initrd, dropping));
   ABOX_ASSIGN_OR_RETURN(base::UniqueFd overlay,
@@ -109,8 +148,7 @@ absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
 
   QemuArgvInput in;
   in.qemu_binary = c.qemu_binary;
-  in.setpriv_binary = c.setpriv_binary;
-  in.drop = c.drop;
+  in.jail_prefix = JailArgv(c.jail_binary, jail);
   in.id = c.id;
   in.accel = c.accel;
   in.cpus = c.cpus;
@@ -145,6 +183,7 @@ absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& c) {
   o.close_other_fds = true;
   o.env = VmmChildEnvironment();
   o.parent_death_signal = SIGKILL;
+  o.namespaces = namespaces;
   absl::StatusOr<base::ChildProcess> child = base::ChildProcess::Spawn(o);
   if (!child.ok()) {
     return base::Annotate(child.status(), absl::StrCat("starting ", o.argv[0]));

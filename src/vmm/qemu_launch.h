@@ -1,5 +1,5 @@
 // Starting QEMU for the shim: opens every file and socket QEMU needs, builds its argv and spawns
-// it, so QEMU itself needs no filesystem access (and can run as nobody).
+// it through abox-jail, so QEMU itself needs no filesystem access (and runs in its jail).
 #pragma once
 
 #include <string>
@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "src/base/child_process.h"
 #include "src/base/unique_fd.h"
+#include "src/vmm/jail.h"
 #include "src/vmm/shim_protocol.h"
 
 namespace abox::vmm {
@@ -19,10 +20,20 @@ struct LaunchedQemu {
   std::vector<std::string> argv;
 };
 
+// The jail for `config`'s QEMU: its credentials (config.drop, with the per-VM uid the shim
+// leased; or, not root, the caller's own mapped in a user namespace), and with `namespaces` a new
+// read-only root over the run_dir holding /usr (and the merged-/usr links), /dev/null, zero,
+// urandom (and kvm), its own /proc; limits on files and, with a uid of its own, processes.
+[[nodiscard]] JailOptions JailOptionsFor(const ShimConfig& config, bool namespaces);
+
 // Opens kernel, initrd, overlay and golden image, binds qmp.sock and agent.sock in the run_dir
-// and starts QEMU with them as inherited descriptors. QEMU gets SIGKILL when the calling
-// thread dies (also after a privilege drop: setpriv re-arms it).
-[[nodiscard]] absl::StatusOr<LaunchedQemu> LaunchQemu(const ShimConfig& config);
+// and starts QEMU with them as inherited descriptors, cloned into `namespaces` (CLONE_NEW*
+// flags, JailNamespaces) and exec'd through abox-jail with `jail`. QEMU gets SIGKILL when the
+// calling thread dies (abox-jail re-arms it after the credential change). A failure to clone
+// into the namespaces reads "clone(new namespaces): ...".
+[[nodiscard]] absl::StatusOr<LaunchedQemu> LaunchQemu(
+    const ShimConfig& config, const JailOptions& jail,
+    unsigned long namespaces);  // NOLINT(google-runtime-int)
 
 // Removes a run_dir the VMM created: only the files it knows (overlay, sockets, logs, state),
 // then the directory itself. Anything else in it makes this fail rather than delete it.

@@ -191,14 +191,20 @@ absl::StatusOr<std::unique_ptr<QemuVmm>> QemuVmm::Create(QemuVmmOptions options)
   ABOX_ASSIGN_OR_RETURN(options.qemu_binary, FindBinary(options.qemu_binary, kInstallQemu));
   ABOX_ASSIGN_OR_RETURN(options.qemu_img_binary, FindBinary(options.qemu_img_binary, kInstallQemu));
   ABOX_ASSIGN_OR_RETURN(options.shim_path, FindShim(options.shim_path));
-  std::string setpriv;
-  if (::geteuid() == 0) {
-    ABOX_ASSIGN_OR_RETURN(setpriv,
-                          FindBinary("setpriv", "install it with `apt-get install util-linux`"));
+  if (options.jail_path.empty()) {
+    ABOX_ASSIGN_OR_RETURN(options.jail_path,
+                          base::FindCompanionBinary("abox-jail", "ABOX_JAIL_BINARY"));
   }
-  auto vmm = std::unique_ptr<QemuVmm>(new QemuVmm(std::move(options)));
-  vmm->setpriv_binary_ = std::move(setpriv);
-  return vmm;
+  if (const char* jail = std::getenv("ABOX_JAIL")) {  // NOLINT(concurrency-mt-unsafe)
+    if (std::string_view(jail) == "off") {
+      options.jail = false;
+      spdlog::warn("ABOX_JAIL=off: QEMU runs without its namespaces, root and per-VM uid");
+    } else if (std::string_view(jail) != "on") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ABOX_JAIL must be \"on\" or \"off\", not \"", jail, "\""));
+    }
+  }
+  return std::unique_ptr<QemuVmm>(new QemuVmm(std::move(options)));
 }
 
 std::optional<uint64_t> QemuVmm::TscKhz() {
@@ -323,7 +329,8 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   config.id = spec.id;
   config.run_dir = spec.run_dir;
   config.qemu_binary = options_.qemu_binary;
-  config.setpriv_binary = setpriv_binary_;
+  config.jail_binary = options_.jail_path;
+  config.jail = options_.jail;
   config.accel = accel.accel;
   config.accel_note = accel.warning;
   config.cpus = spec.cpus;

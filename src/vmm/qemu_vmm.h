@@ -20,6 +20,11 @@ struct QemuVmmOptions {
   // The abox-shim executable. Empty: $ABOX_SHIM, else beside the running executable, else
   // <exe dir>/../lib/abox/ (base::FindCompanionBinary).
   std::string shim_path;
+  // abox-jail (jail.h), found the same way ($ABOX_JAIL_BINARY).
+  std::string jail_path;
+  // false: QEMU runs without its jail's namespaces, new root and per-VM uid (decision 0021);
+  // only for measuring what the jail costs. Create() sets it false when $ABOX_JAIL is "off".
+  bool jail = true;
   // Where the KVM probe verdict is cached (e.g. $ABOX_HOME/cache/kvm-probe.json); empty: none.
   std::string kvm_probe_cache;
   // How long StartVm waits for QEMU's QMP socket to answer.
@@ -32,8 +37,8 @@ struct QemuVmmOptions {
 // Starts and re-attaches QEMU microVMs (see vmm.h for the contract). Each VM gets its own
 // run_dir with a qcow2 overlay over the read-only golden image, a QMP socket and an agent
 // socket, and its own abox-shim process (shim.h) that owns QEMU. QEMU is hardened (seccomp
-// sandbox, no NIC, no host share, descriptors instead of paths) and runs as nobody when abox
-// runs as root (qemu_argv.h).
+// sandbox, no NIC, no host share, descriptors instead of paths) and runs in a jail of its own
+// (jail.h: namespaces, a minimal root, a per-VM uid when abox runs as root).
 //
 // Thread-safe: StartVm/Attach may run concurrently (the accelerator decision is made once per
 // guest kernel, under a lock). The returned Vm objects are not thread-safe.
@@ -58,7 +63,6 @@ class QemuVmm final : public Vmm {
   std::optional<uint64_t> TscKhz();
 
   QemuVmmOptions options_;  // binaries resolved to absolute paths by Create()
-  std::string setpriv_binary_;
   std::mutex mu_;
   std::map<std::string, AccelDecision> accel_by_kernel_;  // guarded by mu_
   std::optional<std::optional<uint64_t>> tsc_khz_;        // guarded by mu_

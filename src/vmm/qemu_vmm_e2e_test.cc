@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,6 +25,7 @@
 #include "src/base/unix_socket.h"
 #include "src/image/initramfs.h"
 #include "src/vmm/bounded_log.h"
+#include "src/vmm/jail.h"
 #include "src/vmm/qemu_vm.h"
 #include "src/vmm/qemu_vmm.h"
 #include "src/vmm/shim_protocol.h"
@@ -176,7 +178,13 @@ TEST_F(QemuVmmE2eTest, QmpAnswersAndTheVmHasNoNetwork) {
     absl::StatusOr<std::string> proc =
         base::ReadFile(absl::StrCat("/proc/", (*vm)->pid(), "/status"));
     ASSERT_TRUE(proc.ok());
-    EXPECT_THAT(*proc, HasSubstr("Uid:\t65534\t65534\t65534\t65534"));
+    // A uid of abox's per-VM range (jail.h), not a shared one.
+    size_t at = proc->find("\nUid:\t");
+    ASSERT_NE(at, std::string::npos) << *proc;
+    uid_t n = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(proc->substr(at + 6, proc->find('\t', at + 6) - at - 6), &n));
+    EXPECT_TRUE(IsVmUid(n)) << n;
+    EXPECT_THAT(*proc, HasSubstr(absl::StrCat("Uid:\t", n, "\t", n, "\t", n, "\t", n)));
   }
   pid_t pid = (*vm)->pid();
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());

@@ -25,6 +25,7 @@
 #include "src/vmm/qemu_launch.h"
 #include "src/vmm/qmp_client.h"
 #include "src/vmm/shim_protocol.h"
+#include "src/vmm/vm_uid.h"
 
 namespace abox::vmm {
 namespace {
@@ -102,6 +103,7 @@ class Shim {
   void QuitQemu();
   void RecordExit(const std::string& reason);
   int CallerGone();
+  absl::StatusOr<LaunchedQemu> LaunchJailed();
 
   ShimArgs args_;
   ShimConfig config_;
@@ -110,6 +112,8 @@ class Shim {
   std::string console_tail_;
   std::string output_tail_;
   LaunchedQemu qemu_;
+  // The per-VM uid QEMU runs as (root only), held for the shim's life.
+  std::optional<VmUidLease> uid_lease_;
   int console_fd_ = -1;
   int output_fd_ = -1;
   VmState state_;
@@ -224,15 +228,55 @@ int Shim::CallerGone() {
   return 0;
 }
 
+// Starts QEMU in its jail (decision 0021): a per-VM uid when root, new namespaces and a new
+// root. Where the host refuses the namespaces (no user namespaces for this user, a container that
+// forbids them), QEMU starts without them and state.json and the shim's log say so.
+absl::StatusOr<LaunchedQemu> Shim::LaunchJailed() {
+  const bool as_root = ::geteuid() == 0;
+  if (config_.jail && config_.drop) {
+    ABOX_ASSIGN_OR_RETURN(VmUidLease lease, LeaseVmUid(kVmUidLockDir, config_.id));
+    config_.drop->uid = lease.uid;
+    config_.drop->gid = lease.uid;
+    uid_lease_ = std::move(lease);
+  }
+  std::string who = config_.drop
+                        ? absl::StrCat("uid ", config_.drop->uid, ", gid ", config_.drop->gid)
+                        : absl::StrCat("your own uid ", ::geteuid());
+  if (!config_.jail) {
+    state_.privileges = absl::StrCat(who, "; jail off (ABOX_JAIL=off): no namespaces");
+    return LaunchQemu(config_, JailOptionsFor(config_, false), 0);
+  }
+  unsigned long namespaces = JailNamespaces(as_root);  // NOLINT(google-runtime-int)
+  absl::StatusOr<LaunchedQemu> launched =
+      LaunchQemu(config_, JailOptionsFor(config_, true), namespaces);
+  if (launched.ok()) {
+    state_.privileges =
+        absl::StrCat(who, as_root ? "" : " mapped in its own user namespace",
+                     "; namespaces: mnt pid ipc uts net cgroup", as_root ? "" : " user",
+                     "; root: a read-only tmpfs with /usr, /dev/{null,zero,urandom",
+                     config_.accel == Accel::kKvm ? ",kvm" : "", "} and its own /proc");
+    return launched;
+  }
+  if (!absl::StrContains(launched.status().message(), "clone(new namespaces)")) {
+    return launched;
+  }
+  std::string why = absl::StrCat(
+      "QEMU runs without its own namespaces and root: the host refused them (",
+      launched.status().message(), ")",
+      as_root ? ""
+              : "; allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, "
+                "or AppArmor's kernel.apparmor_restrict_unprivileged_userns=0)");
+  spdlog::warn("{}", why);
+  state_.privileges = absl::StrCat(who, "; ", why);
+  return LaunchQemu(config_, JailOptionsFor(config_, false), 0);
+}
+
 int Shim::Run() {
   state_.id = config_.id;
   state_.shim_pid = ::getpid();
   state_.accel = config_.accel;
   state_.accel_note = config_.accel_note;
   state_.tie_to_caller = config_.tie_to_caller;
-  state_.privileges = config_.drop
-                          ? absl::StrCat("uid ", config_.drop->uid, ", gid ", config_.drop->gid)
-                          : "unchanged";
   state_.started_at_ms = UnixMs();
 
   sigset_t mask;
@@ -259,7 +303,7 @@ int Shim::Run() {
   console_log_ = *std::move(console);
   qemu_log_ = *std::move(qemu_log);
 
-  absl::StatusOr<LaunchedQemu> launched = LaunchQemu(config_);
+  absl::StatusOr<LaunchedQemu> launched = LaunchJailed();
   if (!launched.ok()) {
     FailStartup(std::string(launched.status().message()));
     return 1;

@@ -110,7 +110,8 @@ std::string ShimConfigToJson(const ShimConfig& c) {
   json j = {{"id", c.id},
             {"run_dir", c.run_dir},
             {"qemu_binary", c.qemu_binary},
-            {"setpriv_binary", c.setpriv_binary},
+            {"jail_binary", c.jail_binary},
+            {"jail", c.jail},
             {"accel", AccelName(c.accel)},
             {"accel_note", c.accel_note},
             {"cpus", c.cpus},
@@ -139,7 +140,8 @@ absl::StatusOr<ShimConfig> ShimConfigFromJson(const std::string& text) {
   ABOX_RETURN_IF_ERROR(Get(j, "id", &c.id));
   ABOX_RETURN_IF_ERROR(Get(j, "run_dir", &c.run_dir));
   ABOX_RETURN_IF_ERROR(Get(j, "qemu_binary", &c.qemu_binary));
-  ABOX_RETURN_IF_ERROR(Get(j, "setpriv_binary", &c.setpriv_binary));
+  ABOX_RETURN_IF_ERROR(Get(j, "jail_binary", &c.jail_binary));
+  ABOX_RETURN_IF_ERROR(Get(j, "jail", &c.jail));
   ABOX_RETURN_IF_ERROR(GetAccel(j, &c.accel));
   ABOX_RETURN_IF_ERROR(Get(j, "accel_note", &c.accel_note, false));
   ABOX_RETURN_IF_ERROR(GetInt(j, "cpus", &c.cpus));

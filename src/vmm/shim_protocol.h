@@ -37,7 +37,11 @@ struct ShimConfig {
   std::string id;
   std::string run_dir;
   std::string qemu_binary;
-  std::string setpriv_binary;
+  // abox-jail (jail.h), which QEMU is exec'd through.
+  std::string jail_binary;
+  // false (ABOX_JAIL=off, for measurements only): no namespaces, no new root, no per-VM uid;
+  // QEMU still drops to `drop` and keeps its seccomp filter.
+  bool jail = true;
   Accel accel = Accel::kTcg;
   std::string accel_note;
   int cpus = 1;
@@ -84,7 +88,9 @@ struct VmState {
   Accel accel = Accel::kTcg;
   std::string accel_note;
   bool tie_to_caller = true;
-  std::string privileges;     // e.g. "uid 65534, gid 65534" or "unchanged"
+  // How QEMU is confined, in words, e.g. "uid 2047541249, gid 2047541249; namespaces: mnt pid
+  // ipc uts net cgroup; root: a read-only tmpfs" or, where the host lacks something, why not.
+  std::string privileges;
   int64_t started_at_ms = 0;  // Unix time
   // Set once phase is kExited.
   std::optional<int> exit_code;

@@ -22,7 +22,8 @@ TEST(ShimProtocolTest, ConfigRoundTrips) {
   c.id = "vm-1";
   c.run_dir = "/run/x";
   c.qemu_binary = "/usr/bin/qemu-system-x86_64";
-  c.setpriv_binary = "/usr/bin/setpriv";
+  c.jail_binary = "/opt/abox/abox-jail";
+  c.jail = false;
   c.accel = Accel::kKvm;
   c.accel_note = "note";
   c.cpus = 3;
@@ -51,6 +52,8 @@ TEST(ShimProtocolTest, ConfigRoundTrips) {
   EXPECT_EQ(back->console_log_limit, 12345u);
   EXPECT_EQ(back->ready_timeout_ms, 777);
   EXPECT_FALSE(back->tie_to_caller);
+  EXPECT_EQ(back->jail_binary, "/opt/abox/abox-jail");
+  EXPECT_FALSE(back->jail);
   EXPECT_THAT(back->disk_layers, ElementsAre("/t/disk.qcow2", "/c/disk.qcow2"));
   EXPECT_EQ(back->memory_fd, 9);
   EXPECT_FALSE(back->memory_shared);
