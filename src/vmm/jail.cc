@@ -11,8 +11,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -209,7 +209,7 @@ absl::Status ClearCapabilities() {
 }  // namespace
 
 unsigned long JailNamespaces(bool as_root) {  // NOLINT(google-runtime-int)
-  unsigned long flags =                        // NOLINT(google-runtime-int)
+  unsigned long flags =                       // NOLINT(google-runtime-int)
       CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP;
   if (!as_root) {
     flags |= CLONE_NEWUSER;
@@ -347,10 +347,10 @@ absl::Status EnterJail(const JailOptions& o) {
   }
   if (o.user_namespace) {
     // uid 0 of this namespace gains no capability from an exec, now or later.
-    if (::prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                       SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
-                                       SECBIT_NO_CAP_AMBIENT_RAISE |
-                                       SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+    if (::prctl(PR_SET_SECUREBITS,
+                SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                    SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
                 0, 0, 0) != 0) {
       return Errno("prctl(SET_SECUREBITS)");
     }

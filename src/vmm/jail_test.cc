@@ -74,13 +74,13 @@ TEST(JailTest, ArgvRoundTrips) {
 
 TEST(JailTest, ParseRefusesWhatItDoesNotKnow) {
   size_t command = 0;
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"--uid=abc", "--", "q"},
-           {"--groups=1,x", "--", "q"},
-           {"--frobnicate=1", "--", "q"},
-           {"--userns"},
-           {"--uid=1", "--"},
-           {"stray", "--", "q"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--uid=abc", "--", "q"},
+                                             {"--groups=1,x", "--", "q"},
+                                             {"--frobnicate=1", "--", "q"},
+                                             {"--userns"},
+                                             {"--uid=1", "--"},
+                                             {"stray", "--", "q"}}) {
     EXPECT_FALSE(ParseJailArgv(args, &command).ok()) << absl::StrJoin(args, " ");
   }
 }
@@ -165,7 +165,8 @@ struct JailRun {
 // jail would (JailOptionsFor), and reads its namespaces from the host's /proc while it runs.
 absl::StatusOr<JailRun> RunInJail(const std::string& run_dir, const std::string& script,
                                   std::optional<uid_t> uid) {
-  ABOX_ASSIGN_OR_RETURN(std::string jail, base::FindCompanionBinary("abox-jail", "ABOX_JAIL_BINARY"));
+  ABOX_ASSIGN_OR_RETURN(std::string jail,
+                        base::FindCompanionBinary("abox-jail", "ABOX_JAIL_BINARY"));
   ShimConfig c = Config(run_dir, Accel::kTcg);
   if (uid) {
     c.drop = PrivilegeDrop{.uid = *uid, .gid = *uid, .groups = {}};
@@ -235,8 +236,10 @@ TEST(JailTest, AJailedProcessIsPidOneOfItsOwnNamespacesInAReadOnlyMinimalRoot) {
       "/proc/self/status; grep -E '^Max (core file size|open files|processes)' "
       "/proc/self/limits; echo net: $(tail -n +3 /proc/net/dev | cut -d: -f1); "
       "touch /x 2>/dev/null && echo ROOT-WRITABLE; touch /usr/x 2>/dev/null && echo USR-WRITABLE; "
-      "test -e " + run_dir + "/overlay.qcow2 && echo RUN-DIR-VISIBLE; "
-      "test -e /home && echo HOME-VISIBLE; test -e /etc/passwd && echo ETC-VISIBLE; echo end",
+      "test -e " +
+          run_dir +
+          "/overlay.qcow2 && echo RUN-DIR-VISIBLE; "
+          "test -e /home && echo HOME-VISIBLE; test -e /etc/passwd && echo ETC-VISIBLE; echo end",
       lease ? std::optional<uid_t>(lease->uid) : std::nullopt);
   if (!run.ok() && absl::StrContains(run.status().message(), "clone(new namespaces)")) {
     GTEST_SKIP() << "this host refuses the namespaces: " << run.status();

@@ -17,6 +17,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/base/io.h"
+#include "src/vmm/jail.h"
+#include "src/vmm/vm_uid.h"
 #include "tests/testing/abox_runner.h"
 
 namespace abox::testing {
@@ -187,7 +189,7 @@ struct OwnVm {
   pid_t shim_pid = -1;
   pid_t qemu_pid = -1;
   std::string accel;       // "kvm" or "tcg"
-  std::string privileges;  // "uid 65534, gid 65534" or "unchanged"
+  std::string privileges;  // state.json's words, e.g. "uid 2047541249, gid 2047541249; ..."
 };
 
 std::string ProcFile(pid_t pid, const std::string& name) {
@@ -242,8 +244,9 @@ std::map<int, std::string> OpenFds(pid_t pid) {
 }
 
 // The descriptors a VM's processes may hold: anonymous kernel objects (sockets, pipes,
-// eventfds, signalfd, pidfds, memfd copies of the kernel and initrd), /dev/null, /dev/kvm, and
-// files of this VM's run dir or of the image. Anything else (a file of the caller's) is a leak.
+// eventfds, signalfd, pidfds, memfd copies of the kernel and initrd), /dev/null, /dev/kvm,
+// files of this VM's run dir or of the image, and (the shim) the lock of its per-VM uid.
+// Anything else (a file of the caller's) is a leak.
 bool ExpectedFd(const std::string& target, const OwnVm& vm, const std::string& images) {
   for (const char* prefix : {"socket:[", "pipe:[", "anon_inode:", "/memfd:"}) {
     if (absl::StartsWith(target, prefix)) {
@@ -251,7 +254,8 @@ bool ExpectedFd(const std::string& target, const OwnVm& vm, const std::string& i
     }
   }
   return target == "/dev/null" || target == "/dev/kvm" ||
-         absl::StartsWith(target, vm.run_dir + "/") || absl::StartsWith(target, images + "/");
+         absl::StartsWith(target, vm.run_dir + "/") || absl::StartsWith(target, images + "/") ||
+         absl::StartsWith(target, absl::StrCat(vmm::kVmUidLockDir, "/"));
 }
 
 // The "Key:" line of /proc/<pid>/status, without the key.
@@ -266,7 +270,8 @@ std::string StatusField(const std::string& status, const std::string& key) {
 
 // Issue items 12 and "QEMU runs under seccomp, without privileges": the user's environment
 // (API keys, SSH_AUTH_SOCK) and descriptors abox inherited without O_CLOEXEC reach neither
-// abox-shim nor QEMU; QEMU runs with its seccomp filter, no_new_privs and, as root, uid nobody.
+// abox-shim nor QEMU; QEMU runs with its seccomp filter, no_new_privs and, as root, a uid of its
+// own.
 TEST(RunTest, QemuRunsUnderSeccompWithoutPrivilegesOrTheCallersEnvironmentAndFds) {
   std::string marker = (std::filesystem::path(::testing::TempDir()) /
                         ("abox-leak-marker-" + std::to_string(::getpid())))
@@ -318,10 +323,15 @@ TEST(RunTest, QemuRunsUnderSeccompWithoutPrivilegesOrTheCallersEnvironmentAndFds
     EXPECT_EQ(StatusField(status, "NoNewPrivs"), "1") << status;
     std::string uid = StatusField(status, "Uid");
     if (::geteuid() == 0) {
-      // Real, effective, saved and fs uid: nobody. Only KVM with a root-only /dev/kvm keeps
-      // root (with a warning; the gap docs/security.md names), and the shim records that.
-      if (vm.accel != "kvm" || vm.privileges != "unchanged") {
-        EXPECT_EQ(uid, "65534\t65534\t65534\t65534") << status << vm.privileges;
+      // Real, effective, saved and fs uid: one of abox's per-VM uids (JailE2eTest has the rest
+      // of the jail). Only KVM with a root-only /dev/kvm keeps root (with a warning; the gap
+      // docs/security.md names), and the shim records that.
+      if (vm.accel != "kvm" || !absl::StartsWith(vm.privileges, "your own uid")) {
+        uid_t n = 0;
+        EXPECT_TRUE(absl::SimpleAtoi(uid.substr(0, uid.find('\t')), &n)) << status;
+        EXPECT_TRUE(vmm::IsVmUid(n)) << status << vm.privileges;
+        std::string u = std::to_string(n);
+        EXPECT_EQ(uid, absl::StrCat(u, "\t", u, "\t", u, "\t", u)) << status << vm.privileges;
       }
       EXPECT_EQ(StatusField(status, "CapEff"), "0000000000000000") << status;
     } else {
