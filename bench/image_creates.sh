@@ -12,28 +12,9 @@ set -euo pipefail
 rounds=${1:-5}
 abox=${ABOX_BIN:-build/release/bin/abox}
 images_home=${IMAGES_HOME:-$HOME/.cache/abox/test-home}
-home=$(mktemp -d /tmp/abox-bench-images.XXXXXX)
-export ABOX_HOME=$home
-ln -s "$images_home/images" "$home/images"
-cleanup() {
-  "$abox" daemon stop >/dev/null 2>&1 || true
-  rm -rf "$home"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+bench_home images
 "$abox" daemon start --pool 0 >/dev/null
-
-ms() { echo $(( $(date +%s%N) / 1000000 )); }
-create() {  # image, extra flags...; prints the wall ms
-  local image=$1; shift
-  local t0 id
-  t0=$(ms)
-  id=$("$abox" create --image "$image" "$@")
-  local t1
-  t1=$(ms)
-  "$abox" rm -f "$id" >/dev/null
-  echo $((t1 - t0))
-}
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2))}'; }
 
 declare -A first cold restore
 for image in minimal default; do

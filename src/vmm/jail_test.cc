@@ -3,9 +3,12 @@
 // instead of QEMU and read the jail back from inside and from /proc outside.
 #include "src/vmm/jail.h"
 
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -163,10 +167,8 @@ struct JailRun {
 
 // Runs `script` with /usr/bin/sh in abox-jail cloned into the namespaces a VM gets, as a VM's
 // jail would (JailOptionsFor), and reads its namespaces from the host's /proc while it runs.
-absl::StatusOr<JailRun> RunInJail(const std::string& run_dir, const std::string& script,
-                                  std::optional<uid_t> uid) {
-  ABOX_ASSIGN_OR_RETURN(std::string jail,
-                        base::FindCompanionBinary("abox-jail", "ABOX_JAIL_BINARY"));
+absl::StatusOr<JailRun> RunInJail(const std::string& jail, const std::string& run_dir,
+                                  const std::string& script, std::optional<uid_t> uid) {
   ShimConfig c = Config(run_dir, Accel::kTcg);
   if (uid) {
     c.drop = PrivilegeDrop{.uid = *uid, .gid = *uid, .groups = {}};
@@ -217,36 +219,34 @@ absl::StatusOr<JailRun> RunInJail(const std::string& run_dir, const std::string&
   return run;
 }
 
-TEST(JailTest, AJailedProcessIsPidOneOfItsOwnNamespacesInAReadOnlyMinimalRoot) {
-  std::string run_dir = TempDir("root");
-  // A file of the run_dir (where the host keeps the VM's overlay and sockets) must not show.
-  ASSERT_TRUE(base::WriteFileAtomic(run_dir + "/overlay.qcow2", "secret-ish").ok());
-  const bool root = ::geteuid() == 0;
-  std::optional<VmUidLease> lease;
-  if (root) {
-    absl::StatusOr<VmUidLease> l = LeaseVmUid(TempDir("root_uids"), "jail-test");
-    ASSERT_TRUE(l.ok()) << l.status();
-    lease = *std::move(l);
-  }
-  absl::StatusOr<JailRun> run = RunInJail(
-      run_dir,
-      "echo pid=$$; echo host=$(cat /proc/sys/kernel/hostname); echo root: $(ls -A /); "
-      "echo dev: $(ls -A /dev); echo procs: $(ls /proc | grep -c '^[0-9]'); "
-      "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "
-      "/proc/self/status; grep -E '^Max (core file size|open files|processes)' "
-      "/proc/self/limits; echo net: $(tail -n +3 /proc/net/dev | cut -d: -f1); "
-      "touch /x 2>/dev/null && echo ROOT-WRITABLE; touch /usr/x 2>/dev/null && echo USR-WRITABLE; "
-      "test -e " +
-          run_dir +
-          "/overlay.qcow2 && echo RUN-DIR-VISIBLE; "
-          "test -e /home && echo HOME-VISIBLE; test -e /etc/passwd && echo ETC-VISIBLE; echo end",
-      lease ? std::optional<uid_t>(lease->uid) : std::nullopt);
-  if (!run.ok() && absl::StrContains(run.status().message(), "clone(new namespaces)")) {
-    GTEST_SKIP() << "this host refuses the namespaces: " << run.status();
-  }
-  ASSERT_TRUE(run.ok()) << run.status();
-  const std::string& out = run->out;
-  ASSERT_EQ(run->status.ShellCode(), 0) << out;
+// Whether the clone into new namespaces itself was refused (a host without unprivileged user
+// namespaces): then there is nothing to test here. A failure after it is a failure.
+bool RefusedByHost(absl::string_view error) {
+  return absl::StrContains(error, "clone(new namespaces)") &&
+         !absl::StrContains(error, "writing the user namespace's maps");
+}
+
+// What the jailed shell reports of itself: pid, hostname, root and /dev listings, credentials,
+// limits, network devices, and any path of the host it should not see or write.
+std::string Probe(const std::string& run_dir) {
+  return "echo pid=$$; echo host=$(cat /proc/sys/kernel/hostname); echo root: $(ls -A /); "
+         "echo dev: $(ls -A /dev); echo procs: $(ls /proc | grep -c '^[0-9]'); "
+         "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "
+         "/proc/self/status; grep -E '^Max (core file size|open files|processes)' "
+         "/proc/self/limits; echo net: $(tail -n +3 /proc/net/dev | cut -d: -f1); "
+         "touch /x 2>/dev/null && echo ROOT-WRITABLE; touch /usr/x 2>/dev/null && echo "
+         "USR-WRITABLE; "
+         "test -e " +
+         run_dir +
+         "/overlay.qcow2 && echo RUN-DIR-VISIBLE; "
+         "test -e /home && echo HOME-VISIBLE; test -e /etc/passwd && echo ETC-VISIBLE; echo end";
+}
+
+// What every jail must show from inside (`run` of Probe) and from the host: with `uid` a per-VM
+// uid switched to; without, root of a user namespace of its own.
+void ExpectJailed(const JailRun& run, std::optional<uid_t> uid) {
+  const std::string& out = run.out;
+  ASSERT_EQ(run.status.ShellCode(), 0) << out;
   EXPECT_THAT(out, HasSubstr("pid=1\n"));
   EXPECT_THAT(out, HasSubstr("host=abox-qemu\n"));
   std::vector<std::string> expected_root = {"dev", "etc", "lib", "lib64", "proc", "usr"};
@@ -269,10 +269,10 @@ TEST(JailTest, AJailedProcessIsPidOneOfItsOwnNamespacesInAReadOnlyMinimalRoot) {
   EXPECT_THAT(out, HasSubstr("NoNewPrivs:\t1"));
   EXPECT_THAT(out, testing::ContainsRegex("Max core file size +0 +0"));
   EXPECT_THAT(out, testing::ContainsRegex("Max open files +4096 +4096"));
-  if (root) {
-    std::string uid = absl::StrCat(lease->uid);
-    EXPECT_THAT(out, HasSubstr(absl::StrCat("Uid:\t", uid, "\t", uid, "\t", uid, "\t", uid)));
-    EXPECT_THAT(out, HasSubstr(absl::StrCat("Gid:\t", uid, "\t", uid, "\t", uid, "\t", uid)));
+  if (uid) {
+    std::string u = absl::StrCat(*uid);
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("Uid:\t", u, "\t", u, "\t", u, "\t", u)));
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("Gid:\t", u, "\t", u, "\t", u, "\t", u)));
     EXPECT_THAT(out, testing::ContainsRegex("Max processes +256 +256"));
   } else {
     // Root of its user namespace, which maps only the caller's uid: no capability (above).
@@ -286,15 +286,102 @@ TEST(JailTest, AJailedProcessIsPidOneOfItsOwnNamespacesInAReadOnlyMinimalRoot) {
   }
   EXPECT_THAT(out, HasSubstr("end\n"));
   std::vector<std::string> want = {"mnt", "pid", "ipc", "uts", "net", "cgroup"};
-  if (!root) {
+  if (!uid) {
     want.emplace_back("user");
   }
   for (const std::string& ns : want) {
-    EXPECT_THAT(run->host_ns_differs, Contains(ns)) << "QEMU would share the host's " << ns;
+    EXPECT_THAT(run.host_ns_differs, Contains(ns)) << "QEMU would share the host's " << ns;
   }
+}
+
+TEST(JailTest, AJailedProcessIsPidOneOfItsOwnNamespacesInAReadOnlyMinimalRoot) {
+  std::string run_dir = TempDir("root");
+  // A file of the run_dir (where the host keeps the VM's overlay and sockets) must not show.
+  ASSERT_TRUE(base::WriteFileAtomic(run_dir + "/overlay.qcow2", "secret-ish").ok());
+  const bool root = ::geteuid() == 0;
+  std::optional<VmUidLease> lease;
+  if (root) {
+    absl::StatusOr<VmUidLease> l = LeaseVmUid(TempDir("root_uids"), "jail-test");
+    ASSERT_TRUE(l.ok()) << l.status();
+    lease = *std::move(l);
+  }
+  absl::StatusOr<std::string> jail = base::FindCompanionBinary("abox-jail", "ABOX_JAIL_BINARY");
+  ASSERT_TRUE(jail.ok()) << jail.status();
+  absl::StatusOr<JailRun> run = RunInJail(*jail, run_dir, Probe(run_dir),
+                                          lease ? std::optional<uid_t>(lease->uid) : std::nullopt);
+  if (!run.ok() && RefusedByHost(run.status().message())) {
+    GTEST_SKIP() << "this host refuses the namespaces: " << run.status();
+  }
+  ASSERT_TRUE(run.ok()) << run.status();
+  ExpectJailed(*run, lease ? std::optional<uid_t>(lease->uid) : std::nullopt);
   // The mount namespace was its own: the host still sees the run_dir as it was.
   EXPECT_TRUE(std::filesystem::exists(run_dir + "/overlay.qcow2"));
   std::filesystem::remove_all(run_dir);
+}
+
+// The path a user who is not root takes (a user namespace whose root maps their uid), entered
+// from this root test process: a forked child drops to uid 65534 first. (Where the tests run
+// unprivileged, the test above takes that path itself.)
+TEST(JailTest, WithoutRootTheJailIsAUserNamespaceWhoseRootHasNoCapabilities) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "not root: AJailedProcessIsPidOneOfItsOwnNamespacesInAReadOnlyMinimalRoot "
+                    "took the user-namespace path";
+  }
+  constexpr uid_t kNobody = 65534;
+  std::string run_dir = TempDir("userns");
+  ASSERT_TRUE(base::WriteFileAtomic(run_dir + "/overlay.qcow2", "secret-ish").ok());
+  // abox-jail where uid 65534 can run it (the build tree may be under a 0700 home).
+  absl::StatusOr<std::string> built = base::FindCompanionBinary("abox-jail", "ABOX_JAIL_BINARY");
+  ASSERT_TRUE(built.ok()) << built.status();
+  std::string bin_dir = TempDir("userns_bin");
+  std::string jail = bin_dir + "/abox-jail";
+  std::filesystem::copy_file(*built, jail);
+  ::chmod(jail.c_str(), 0755);
+  ::chmod(bin_dir.c_str(), 0755);
+  ASSERT_EQ(::chown(run_dir.c_str(), kNobody, kNobody), 0);
+  absl::StatusOr<base::Pipe> report = base::MakePipe();
+  ASSERT_TRUE(report.ok());
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    report->read.reset();
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(kNobody, kNobody, kNobody) != 0 ||
+        ::setresuid(kNobody, kNobody, kNobody) != 0) {
+      ::_exit(3);
+    }
+    // The uid change made this process non-dumpable (its /proc files root's); a user's process,
+    // exec'd as that user, is dumpable.
+    ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    absl::StatusOr<JailRun> run = RunInJail(jail, run_dir, Probe(run_dir), std::nullopt);
+    std::string text = run.ok()
+                           ? absl::StrCat("ok\n", run->status.ShellCode(), "\n",
+                                          absl::StrJoin(run->host_ns_differs, ","), "\n", run->out)
+                           : absl::StrCat("error\n", run.status().ToString());
+    (void)base::WriteAll(report->write.get(), text);
+    ::_exit(0);
+  }
+  report->write.reset();
+  absl::StatusOr<std::string> text = base::ReadAllFd(report->read.get(), 1 << 20);
+  int wstatus = 0;
+  ::waitpid(child, &wstatus, 0);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
+  ASSERT_TRUE(text.ok());
+  std::vector<std::string> parts = absl::StrSplit(*text, absl::MaxSplits('\n', 3));
+  ASSERT_GE(parts.size(), 2u) << *text;
+  if (parts[0] == "error" && RefusedByHost(parts[1])) {
+    GTEST_SKIP() << "this host refuses unprivileged user namespaces: " << parts[1];
+  }
+  ASSERT_EQ(parts[0], "ok") << *text;
+  ASSERT_EQ(parts.size(), 4u) << *text;
+  JailRun run;
+  run.out = parts[3];
+  int code = -1;
+  ASSERT_TRUE(absl::SimpleAtoi(parts[1], &code));
+  run.status.exit_code = code;
+  run.host_ns_differs = absl::StrSplit(parts[2], ',', absl::SkipEmpty());
+  ExpectJailed(run, std::nullopt);
+  std::filesystem::remove_all(run_dir);
+  std::filesystem::remove_all(bin_dir);
 }
 
 }  // namespace

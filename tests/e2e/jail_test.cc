@@ -2,6 +2,8 @@
 // sandboxes: every property read from /proc/<qemu pid>/ (not from the argument list), and from
 // inside one QEMU's namespaces, with its uid, that it sees neither the other VM's files nor its
 // processes, and cannot signal them even from the host's PID namespace.
+#include "src/vmm/jail.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -19,7 +21,6 @@
 #include "nlohmann/json.hpp"
 #include "src/base/child_process.h"
 #include "src/base/io.h"
-#include "src/vmm/jail.h"
 #include "tests/testing/abox_runner.h"
 #include "tests/testing/cli_home_test.h"
 
@@ -179,19 +180,17 @@ TEST_F(JailE2eTest, EachQemuRunsInItsOwnJailAndCannotReachAnothersFilesOrProcess
   // there; /proc lists only a's own namespace.
   std::string b_pid = std::to_string(b.pid);
   std::string probe = absl::StrCat(
-      "echo procs: $(ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '); ",
-      "test -e ", b.run_dir, "/overlay.qcow2 && echo SEES-B-OVERLAY; ",
-      "test -e ", a.run_dir, " && echo SEES-OWN-RUN-DIR; ",
-      "test -e ", AboxHome(), " && echo SEES-ABOX-HOME; ",
+      "echo procs: $(ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '); ", "test -e ", b.run_dir,
+      "/overlay.qcow2 && echo SEES-B-OVERLAY; ", "test -e ", a.run_dir,
+      " && echo SEES-OWN-RUN-DIR; ", "test -e ", AboxHome(), " && echo SEES-ABOX-HOME; ",
       "test -d /proc/", b_pid, " && grep -q qemu /proc/", b_pid, "/comm 2>/dev/null && ",
-      "echo SEES-B-PROCESS; ",
-      "kill -0 ", b_pid, " 2>/dev/null && grep -q qemu /proc/", b_pid,
+      "echo SEES-B-PROCESS; ", "kill -0 ", b_pid, " 2>/dev/null && grep -q qemu /proc/", b_pid,
       "/comm 2>/dev/null && echo SIGNALS-B; echo probed");
-  std::vector<std::string> nsenter = {"nsenter", "-t", std::to_string(a.pid), "-m", "-p", "-n",
-                                      "-i", "-u", "-C", "-r", "-w"};
+  std::vector<std::string> nsenter = {
+      "nsenter", "-t", std::to_string(a.pid), "-m", "-p", "-n", "-i", "-u", "-C", "-r", "-w"};
   if (root) {
-    for (const std::string& arg : {std::string("-S"), std::to_string(a.uid), std::string("-G"),
-                                   std::to_string(a.uid)}) {
+    for (const std::string& arg :
+         {std::string("-S"), std::to_string(a.uid), std::string("-G"), std::to_string(a.uid)}) {
       nsenter.push_back(arg);
     }
   } else {
