@@ -43,10 +43,11 @@ std::string VmIdOf(const HostView& host, const api::Sandbox& s) {
 constexpr char kDoctorFooter[] =
     R"(Checks: host (KVM, QEMU and its seccomp, user namespaces, cgroups, disk space under
 $ABOX_HOME), daemon (socket and its directory, $ABOX_HOME and state file modes, TCP listener on
-loopback only), images (manifests verify), each running sandbox's QEMU as /proc shows it (uid,
-Seccomp, NoNewPrivs, capabilities, namespaces, cgroup, environment, descriptors; no network
-device in its argv nor as QEMU reports it over QMP), egress (each sandbox's mode) and secrets. Then the residual risks that hold
-on this host.
+loopback only), images (manifests verify), each running sandbox's QEMU as /proc shows it: its
+jail (a uid of its own, no two QEMUs sharing one; its own namespaces; a root that is not the
+host's; limits on core dumps, open files and processes), Seccomp, NoNewPrivs, capabilities,
+cgroup, environment, descriptors, and no network device in its argv nor as QEMU reports it over
+QMP; egress (each sandbox's mode) and secrets. Then the residual risks that hold on this host.
 
 doctor only observes: it does not start aboxd (the daemon checks say when it is not running),
 runs nothing in a sandbox and writes no file. Without --quick it hashes every image and, when
@@ -171,12 +172,11 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
     report.checks.push_back(std::move(c));
   }
 
-  int inspected = 0;
+  std::vector<InspectedSandbox> inspected;
   for (const api::Sandbox& s : sandboxes) {
     if (s.state != "ready") {
       continue;
     }
-    ++inspected;
     SandboxFacts sf{
         .id = s.id,
         .name = s.name,
@@ -189,7 +189,12 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
     for (const char* frozen : {"templates", "checkpoints"}) {
       sf.image_dirs.push_back(host.Canonical((layout->home / frozen).string()));
     }
-    for (Check& c : SandboxChecks(host, sf)) {
+    std::vector<Check> checks = SandboxChecks(host, sf);
+    inspected.push_back({std::move(sf), std::move(checks)});
+  }
+  FailSharedVmUids(inspected);
+  for (InspectedSandbox& s : inspected) {
+    for (Check& c : s.checks) {
       report.checks.push_back(std::move(c));
     }
   }
@@ -198,7 +203,7 @@ DoctorReport RunDoctor(const DoctorOptions& options) {
                              absl::StrCat("aboxd answers but its sandboxes could not be listed: ",
                                           facts.error.message()),
                              "`abox ls` says more"});
-  } else if (facts.health && inspected == 0) {
+  } else if (facts.health && inspected.empty()) {
     report.checks.push_back(
         {"sandbox", "sandbox.none", CheckStatus::kInfo, "no running sandbox to inspect", ""});
   } else if (!facts.health) {

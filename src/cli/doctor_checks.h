@@ -60,15 +60,35 @@ struct SandboxFacts {
   std::vector<std::string> image_dirs;
   std::string egress_mode;  // none | allowlist | open | ""
 };
-// sandbox.<id>.{process,uid,seccomp,no_new_privs,capabilities,namespaces,cgroup,environment,
-// descriptors,network}, and egress.<id>.mode.
+// sandbox.<id>.{process,uid,namespaces,root,limits,seccomp,no_new_privs,capabilities,cgroup,
+// environment,descriptors,network}, and egress.<id>.mode. What the QEMU jail (decision 0021,
+// src/vmm/jail.h) gives is checked as /proc shows it: .uid passes for a per-VM uid (as root) or
+// for the caller's uid in a user namespace of QEMU's own (not root), fails for root; .namespaces
+// passes when mnt, pid, net, ipc, uts (cgroup where the kernel has it, user when not root) are
+// QEMU's own; .root when QEMU's root is the jail's small one, not the host's; .limits when core
+// dumps are off and open files (processes, for a per-VM uid) are bounded. A QEMU without its
+// jail (the host refused namespaces, ABOX_JAIL=off) gets warnings saying so. .cgroup stays a
+// warning while abox sets no per-VM cgroup limits.
 [[nodiscard]] std::vector<Check> SandboxChecks(const HostView& host, const SandboxFacts& facts);
+
+// One inspected sandbox: its facts and SandboxChecks' results.
+struct InspectedSandbox {
+  SandboxFacts facts;
+  std::vector<Check> checks;
+};
+// Fails the .uid checks of sandboxes whose QEMUs run as the same per-VM uid (each reason names
+// the other sandboxes): abox leases every running QEMU a uid of its own.
+void FailSharedVmUids(std::vector<InspectedSandbox>& sandboxes);
 
 // Whether an environment variable's name looks like a secret (API keys, tokens, agent sockets).
 [[nodiscard]] bool SecretLookingVariable(const std::string& name);
 
 // --- the residual risks that hold, given the checks --------------------------------------------
 
+// The risks that hold on this host: those the jail does not remove (no per-VM cgroup limits;
+// what QEMU's root and /proc still show it), those a running sandbox's checks show (a QEMU
+// without its namespaces, root or uid of its own; one running as root), and those of egress and
+// secrets by design. `euid` is the user's (doctor's).
 [[nodiscard]] std::vector<Risk> ResidualRisks(const std::vector<Check>& checks, uid_t euid);
 
 }  // namespace abox::cli

@@ -102,19 +102,20 @@ Check UserNamespaceCheck(const HostView& host) {
                 n == 0 ? "user namespaces are off (user.max_user_namespaces = 0)"
                        : "unprivileged user namespaces are off (kernel.unprivileged_userns_clone "
                          "= 0)",
-                "`abox image build` (mmdebstrap --mode=unshare) needs them: sysctl -w "
-                "user.max_user_namespaces=15000 kernel.unprivileged_userns_clone=1");
+                "`abox image build` (mmdebstrap --mode=unshare) and, when abox is not root, "
+                "QEMU's jail need them: sysctl -w user.max_user_namespaces=15000 "
+                "kernel.unprivileged_userns_clone=1");
   }
   return Make("host.userns", CheckStatus::kPass,
               absl::StrCat("available (max ", n,
-                           "): image builds use them; QEMU does not run in one yet (issue 17)"));
+                           "): image builds use them, and QEMU's jail when abox is not root"));
 }
 
 Check CgroupCheck(const HostView& host) {
   if (!host.Lstat("/sys/fs/cgroup/cgroup.controllers").ok()) {
     return Make("host.cgroups", CheckStatus::kWarn,
                 "no unified cgroup v2 hierarchy at /sys/fs/cgroup (v1 or hybrid): no per-VM "
-                "limits can be delegated here; abox sets none yet (issue 17)",
+                "limits can be delegated here; abox sets none yet (decision 0021)",
                 "boot with systemd.unified_cgroup_hierarchy=1");
   }
   std::string path = "/";
@@ -137,12 +138,12 @@ Check CgroupCheck(const HostView& host) {
                 absl::StrCat("cgroup v2; your cgroup ", path, " is ",
                              writable ? "yours" : "not yours", ", controllers: [", list,
                              "]: memory, pids and cpu cannot be delegated; abox sets no per-VM "
-                             "limits yet (issue 17)"),
+                             "limits yet (decision 0021)"),
                 "run abox under a systemd user session with Delegate=yes");
   }
   return Make("host.cgroups", CheckStatus::kPass,
               absl::StrCat("cgroup v2, ", path, " delegated with [", list,
-                           "]; abox sets no per-VM limits yet (issue 17)"));
+                           "]; abox sets no per-VM limits yet (decision 0021)"));
 }
 
 Check DiskCheck(const HostView& host, const std::string& home) {

@@ -1,22 +1,25 @@
-// `abox doctor`'s sandbox checks: each running QEMU's confinement read back from /proc (uid,
-// seccomp, no_new_privs, capabilities, namespaces, cgroup, environment, descriptors, argv), and
-// the residual risks the results leave. What the jail of issue 17 (per-VM uid, namespaces,
-// cgroup limits) would add is reported as missing, not passed.
+// `abox doctor`'s sandbox checks: each running QEMU's confinement read back from /proc
+// (seccomp, no_new_privs, capabilities, cgroup, environment, descriptors, argv; its jail's uid,
+// namespaces, root and limits in doctor_jail_checks.cc), and the residual risks the results
+// leave.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/cli/doctor_checks.h"
+#include "src/cli/doctor_jail_checks.h"
+#include "src/vmm/jail.h"
 
 namespace abox::cli {
 namespace {
-
-constexpr char kJailMissing[] = "the QEMU jail (issue 17) is not built";
 
 struct Ctx {
   const HostView& host;
@@ -33,27 +36,6 @@ Check Make(const Ctx& c, const std::string& what, CheckStatus status, const std:
 std::vector<Check> StatusChecks(const Ctx& c, const std::string& status) {
   std::vector<Check> out;
   auto field = [&](const char* key) { return HostView::StatusField(status, key).value_or("?"); };
-  std::vector<std::string> uids =
-      absl::StrSplit(field("Uid"), absl::ByAnyChar(" \t"), absl::SkipEmpty());
-  std::string uid = uids.empty() ? "?" : uids[0];
-  bool same = std::all_of(uids.begin(), uids.end(), [&](const std::string& u) { return u == uid; });
-  std::string all = absl::StrJoin(uids, "/");
-  if (uid == "0" || !same) {
-    out.push_back(Make(c, "uid", CheckStatus::kFail,
-                       absl::StrCat("QEMU runs with uids ", all, " (real/effective/saved/fs)"),
-                       "give /dev/kvm a group (chgrp kvm /dev/kvm && chmod 660 /dev/kvm) so abox "
-                       "can drop root, then recreate the sandbox"));
-  } else if (uid == std::to_string(c.host.euid)) {
-    out.push_back(Make(c, "uid", CheckStatus::kWarn,
-                       absl::StrCat("QEMU runs as your own uid ", uid,
-                                    ": a QEMU the guest takes over acts as you; ", kJailMissing)));
-  } else {
-    out.push_back(Make(c, "uid", CheckStatus::kWarn,
-                       absl::StrCat("QEMU runs as uid ", uid,
-                                    ", not root, but shared by every VM: one compromised QEMU "
-                                    "could signal another VM's QEMU; ",
-                                    kJailMissing)));
-  }
   std::string seccomp = field("Seccomp");
   out.push_back(seccomp == "2"
                     ? Make(c, "seccomp", CheckStatus::kPass, "Seccomp: 2 (a filter is loaded)")
@@ -70,35 +52,10 @@ std::vector<Check> StatusChecks(const Ctx& c, const std::string& status) {
                         : Make(c, "capabilities", CheckStatus::kFail,
                                absl::StrCat("CapEff: ", cap, " (QEMU holds capabilities)"),
                                "recreate the sandbox"));
-  out[0].value = all;
-  out[1].value = seccomp;
-  out[2].value = nnp;
-  out[3].value = cap;
+  out[0].value = seccomp;
+  out[1].value = nnp;
+  out[2].value = cap;
   return out;
-}
-
-Check NamespaceCheck(const Ctx& c) {
-  std::vector<std::string> shared;
-  std::vector<std::string> own;
-  for (const char* ns : {"mnt", "net", "pid", "user", "ipc", "uts", "cgroup"}) {
-    absl::StatusOr<std::string> vm = c.host.ReadLink(absl::StrCat(c.proc, "/ns/", ns));
-    absl::StatusOr<std::string> host = c.host.ReadLink(absl::StrCat("/proc/self/ns/", ns));
-    if (!vm.ok() || !host.ok()) {
-      continue;
-    }
-    (*vm == *host ? shared : own).emplace_back(ns);
-  }
-  if (shared.empty() && own.empty()) {
-    return Make(c, "namespaces", CheckStatus::kWarn, "cannot read QEMU's namespaces");
-  }
-  if (!shared.empty()) {
-    return Make(
-        c, "namespaces", CheckStatus::kWarn,
-        absl::StrCat("QEMU shares abox's ", absl::StrJoin(shared, ", "),
-                     " namespaces: it sees the host's file system and network; ", kJailMissing));
-  }
-  return Make(c, "namespaces", CheckStatus::kPass,
-              absl::StrCat("own ", absl::StrJoin(own, ", "), " namespaces"));
 }
 
 Check CgroupCheck(const Ctx& c) {
@@ -126,7 +83,8 @@ Check CgroupCheck(const Ctx& c) {
   return Make(
       c, "cgroup", CheckStatus::kWarn,
       absl::StrCat("no memory and pids limit of its own (cgroup ", path.empty() ? "v1 only" : path,
-                   "): its memory is bounded only by -m and the TCG cache; ", kJailMissing));
+                   "): abox does not set per-VM cgroup limits yet (decision 0021); its "
+                   "memory is bounded by QEMU's -m and the TCG cache"));
 }
 
 Check EnvironmentCheck(const Ctx& c) {
@@ -283,10 +241,12 @@ std::vector<Check> SandboxChecks(const HostView& host, const SandboxFacts& f) {
     } else {
       out.push_back(Make(c, "process", CheckStatus::kInfo, absl::StrCat("QEMU pid ", f.vmm_pid)));
       out.back().value = std::to_string(f.vmm_pid);
+      for (Check& check : JailChecks(host, f, *status)) {
+        out.push_back(std::move(check));
+      }
       for (Check& check : StatusChecks(c, *status)) {
         out.push_back(std::move(check));
       }
-      out.push_back(NamespaceCheck(c));
       out.push_back(CgroupCheck(c));
       out.push_back(EnvironmentCheck(c));
       out.push_back(DescriptorCheck(c));
@@ -314,28 +274,61 @@ std::vector<Risk> ResidualRisks(const std::vector<Check>& checks, uid_t euid) {
       return c.status == status && absl::EndsWith(c.name, suffix);
     });
   };
+  // A failed .uid check: a per-VM uid two QEMUs share (FailSharedVmUids), or else root.
+  auto uid_fail = [&](bool shared_vm_uid) {
+    return std::any_of(checks.begin(), checks.end(), [&](const Check& c) {
+      if (c.status != CheckStatus::kFail || !absl::EndsWith(c.name, ".uid")) {
+        return false;
+      }
+      std::vector<std::string> uids = absl::StrSplit(c.value, '/');
+      uint32_t uid = 0;
+      bool vm_uid = uids.size() == 4 && absl::c_count(uids, uids[0]) == 4 &&
+                    absl::SimpleAtoi(uids[0], &uid) && vmm::IsVmUid(uid);
+      return vm_uid == shared_vm_uid;
+    });
+  };
   std::vector<Risk> risks;
-  // These hold by construction until the jail exists, whether or not a sandbox runs now.
+  // What the jail leaves, whether or not a sandbox runs now.
+  risks.push_back({"no per-VM cgroup limits (memory, pids, CPU)",
+                   "abox does not set them yet (decision 0021); QEMU's memory is bounded by its -m "
+                   "and the TCG cache"});
   risks.push_back(
-      {"QEMU shares the host's mount, network and pid namespaces",
-       absl::StrCat(kJailMissing,
-                    any(".namespaces", CheckStatus::kWarn) ? " (seen on the running QEMUs)" : "")});
-  risks.push_back(
-      {euid == 0 ? "all VMs' QEMUs run as one uid (65534)" : "QEMU runs as your own uid",
-       absl::StrCat(kJailMissing, ": no per-VM uid")});
-  risks.push_back({"no per-VM cgroup limits (memory, pids, CPU)", kJailMissing});
+      {"QEMU can read the host's /usr (read-only) and the kernel's global /proc files "
+       "(its own PID namespace)",
+       "the jail's root binds /usr read-only; /proc is its own PID namespace's"});
+  // What the jail removes, unless a running QEMU was seen without it.
+  if (any(".namespaces", CheckStatus::kWarn)) {
+    risks.push_back({"QEMU shares the host's namespaces",
+                     "the host refused new namespaces or aboxd runs with ABOX_JAIL=off (seen on a "
+                     "running QEMU: sandbox.*.namespaces)"});
+  }
+  if (any(".root", CheckStatus::kWarn)) {
+    risks.push_back({"QEMU sees the host's file system",
+                     "it runs without the jail's root (seen on a running QEMU: sandbox.*.root)"});
+  }
+  if (any(".uid", CheckStatus::kWarn)) {
+    risks.push_back({euid == 0 ? "QEMUs share one uid (e.g. 65534): one could signal another"
+                               : "QEMU runs as your own uid in the host's user namespace",
+                     "it runs without a uid or user namespace of its own (seen on a running QEMU: "
+                     "sandbox.*.uid)"});
+  }
+  if (uid_fail(true)) {
+    risks.push_back({"two QEMUs run as one per-VM uid", "sandbox.*.uid: a bug in abox's leases"});
+  }
+  if (uid_fail(false)) {
+    risks.push_back({"a QEMU runs as root", "/dev/kvm is root-only (sandbox.*.uid)"});
+  }
   if (any("host.kvm", CheckStatus::kWarn)) {
     risks.push_back({"VMs run under TCG: more of QEMU (the TCG translator) faces the guest",
                      "KVM is not usable on this host"});
   }
-  if (any(".uid", CheckStatus::kFail)) {
-    risks.push_back({"a QEMU runs as root", "/dev/kvm is root-only (sandbox.*.uid)"});
-  }
   risks.push_back({"an allowed name on a shared CDN can front for others on it",
                    "egress decides by name (SNI / Host), not by what the CDN routes to"});
-  risks.push_back({"no secrets brokering: a secret given to a command is in the guest",
-                   "abox keeps secrets (abox secret) but no sandbox gets them yet: the proxy's "
-                   "swap (issue 15) is not wired"});
+  risks.push_back(
+      {"a sandbox given a secret can use it on the hosts it is bound to, as far as "
+       "the secret allows",
+       "the proxy swaps the sandbox's placeholder for the value on requests to those "
+       "hosts; the guest never holds the value"});
   return risks;
 }
 
