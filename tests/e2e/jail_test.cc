@@ -4,8 +4,11 @@
 // processes, and cannot signal them even from the host's PID namespace.
 #include "src/vmm/jail.h"
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -234,6 +237,131 @@ TEST_F(JailE2eTest, EachQemuRunsInItsOwnJailAndCannotReachAnothersFilesOrProcess
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_THAT(r.out, HasSubstr("alive"));
   }
+}
+
+// Links (or, across file systems, copies) `from` to `to`.
+void LinkOrCopy(const std::filesystem::path& from, const std::filesystem::path& to) {
+  std::error_code ec;
+  std::filesystem::create_hard_link(from, to, ec);
+  if (ec) {
+    std::filesystem::copy_file(from, to, ec);
+  }
+  ASSERT_FALSE(ec) << from << " -> " << to << ": " << ec.message();
+}
+
+// The path abox takes for a user who is not root, a whole VM of it: `abox run --direct` run as
+// uid 65534 (with the image and binaries linked where that uid can read them). QEMU is then
+// uid 0 of a user namespace of its own that maps only 65534, with no capability, in its own
+// namespaces and root.
+TEST(JailUserE2eTest, ForAUserOtherThanRootQemuIsRootOfItsOwnUserNamespace) {
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "needs root to become another user; run as a user, every e2e test takes "
+                    "this path";
+  }
+  constexpr uid_t kNobody = 65534;
+  std::string top = absl::StrCat("/tmp/abox-e2e-nonroot-", ::getpid());
+  std::filesystem::remove_all(top);
+  std::filesystem::path bin = top + "/bin";
+  std::filesystem::path home = top + "/home";
+  std::filesystem::path image = home / "images" / "default";
+  std::filesystem::create_directories(bin);
+  std::filesystem::create_directories(image);
+  std::filesystem::path built = std::filesystem::path(AboxBin()).parent_path();
+  for (const char* name : {"abox", "abox-shim", "abox-jail", "abox-guest"}) {
+    LinkOrCopy(built / name, bin / name);
+  }
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator(SharedAboxHome() + "/images/default", ec)) {
+    LinkOrCopy(e.path(), image / e.path().filename());
+  }
+  ASSERT_FALSE(ec) << ec.message();
+  for (const std::filesystem::path& dir : {std::filesystem::path(top), bin}) {
+    ::chmod(dir.c_str(), 0755);
+  }
+  for (const std::filesystem::path& dir : {home, home / "images", image}) {
+    ASSERT_EQ(::chown(dir.c_str(), kNobody, kNobody), 0) << dir;
+  }
+  ASSERT_FALSE(HasFailure());
+
+  absl::StatusOr<base::Pipe> out = base::MakePipe();
+  ASSERT_TRUE(out.ok());
+  base::SpawnOptions o;
+  o.argv = {"setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--",
+            (bin / "abox").string(),
+            "run",
+            "--direct",
+            "--no-stdin",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; sleep 60"};
+  o.env = std::vector<std::string>{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home.string(),
+                                   "ABOX_HOME=" + home.string()};
+  o.stdout_fd = out->write.get();
+  o.close_other_fds = true;
+  absl::StatusOr<base::ChildProcess> abox = base::ChildProcess::Spawn(o);
+  ASSERT_TRUE(abox.ok()) << abox.status();
+  out->write.reset();
+  std::string seen;
+  char buf[256];
+  while (!absl::StrContains(seen, "ready")) {
+    ssize_t n = ::read(out->read.get(), buf, sizeof(buf));
+    if (n <= 0) {
+      break;
+    }
+    seen.append(buf, static_cast<size_t>(n));
+  }
+  ASSERT_THAT(seen, HasSubstr("ready")) << "abox run as uid 65534 did not start its command";
+
+  pid_t qemu = 0;
+  for (pid_t shim : ChildrenOf(abox->pid())) {
+    for (pid_t child : ChildrenOf(shim)) {
+      qemu = child;
+    }
+  }
+  ASSERT_GT(qemu, 0) << "no QEMU under abox's shim";
+  absl::StatusOr<std::string> status = base::ReadFile(absl::StrCat("/proc/", qemu, "/status"));
+  ASSERT_TRUE(status.ok());
+  EXPECT_THAT(Field(*status, "Name"), HasSubstr("qemu"));
+  // Outside: uid 65534 throughout; every capability set empty.
+  EXPECT_EQ(Field(*status, "Uid"), "65534\t65534\t65534\t65534");
+  for (const char* set : {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"}) {
+    EXPECT_EQ(Field(*status, set), "0000000000000000") << set;
+  }
+  EXPECT_EQ(Field(*status, "NoNewPrivs"), "1");
+  EXPECT_EQ(Field(*status, "Seccomp"), "2");
+  // Its user namespace maps root to 65534 and nothing else.
+  absl::StatusOr<std::string> uid_map = base::ReadFile(absl::StrCat("/proc/", qemu, "/uid_map"));
+  ASSERT_TRUE(uid_map.ok());
+  std::vector<std::string> fields = absl::StrSplit(*uid_map, ' ', absl::SkipWhitespace());
+  EXPECT_EQ(fields, (std::vector<std::string>{"0", "65534", "1\n"})) << *uid_map;
+  for (const char* kind : kNamespaces) {
+    std::string theirs =
+        std::filesystem::read_symlink(absl::StrCat("/proc/", qemu, "/ns/", kind), ec).string();
+    std::string ours =
+        std::filesystem::read_symlink(absl::StrCat("/proc/self/ns/", kind), ec).string();
+    EXPECT_NE(theirs, ours) << kind << " namespace shared with the host";
+  }
+  std::vector<std::string> root_entries;
+  for (const auto& e :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", qemu, "/root"), ec)) {
+    root_entries.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(root_entries, Contains("usr"));
+  EXPECT_THAT(root_entries, Not(Contains("home")));
+  EXPECT_THAT(root_entries, Not(Contains("tmp")));
+
+  ASSERT_TRUE(abox->Kill(SIGTERM).ok());
+  absl::StatusOr<base::ExitStatus> ended = abox->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->ShellCode(), 128 + SIGTERM);
+  EXPECT_TRUE(std::filesystem::is_empty(home / "sandboxes", ec)) << "a run dir was left";
+  std::filesystem::remove_all(top);
 }
 
 }  // namespace
