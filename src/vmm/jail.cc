@@ -116,7 +116,12 @@ absl::Status BindDevice(const std::string& root, const std::string& name) {
 
 absl::Status BuildAndEnterRoot(const JailOptions& o) {
   const std::string& root = o.new_root;
-  // Nothing mounted here propagates back to the host's mount namespace.
+  // A mount namespace of this process's own, whatever its caller did: the mounts and the
+  // pivot below can never touch the namespace it was started in.
+  if (::unshare(CLONE_NEWNS) != 0) {
+    return Errno("unshare(CLONE_NEWNS)");
+  }
+  // Nothing mounted here propagates back to the namespace it came from.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     return Errno("make / private");
   }

@@ -24,6 +24,7 @@
 #include "src/base/version.h"
 #include "src/vmm/bounded_log.h"
 #include "src/vmm/host_tsc.h"
+#include "src/vmm/jail.h"
 #include "src/vmm/qemu_argv.h"
 #include "src/vmm/qemu_launch.h"
 #include "src/vmm/qemu_migration.h"
@@ -331,6 +332,9 @@ absl::StatusOr<std::unique_ptr<Vm>> QemuVmm::StartVm(const VmSpec& spec) {
   config.qemu_binary = options_.qemu_binary;
   config.jail_binary = options_.jail_path;
   config.jail = options_.jail;
+  if (options_.jail) {
+    config.namespaces = options_.jail_namespaces.value_or(JailNamespaces(::geteuid() == 0));
+  }
   config.accel = accel.accel;
   config.accel_note = accel.warning;
   config.cpus = spec.cpus;

@@ -25,6 +25,9 @@ struct QemuVmmOptions {
   // false: QEMU runs without its jail's namespaces, new root and per-VM uid (decision 0021);
   // only for measuring what the jail costs. Create() sets it false when $ABOX_JAIL is "off".
   bool jail = true;
+  // The CLONE_NEW* flags QEMU is cloned into; unset: JailNamespaces(running as root). Tests set
+  // flags the kernel refuses to stand in for a host that refuses namespaces.
+  std::optional<uint64_t> jail_namespaces;
   // Where the KVM probe verdict is cached (e.g. $ABOX_HOME/cache/kvm-probe.json); empty: none.
   std::string kvm_probe_cache;
   // How long StartVm waits for QEMU's QMP socket to answer.

@@ -4,6 +4,7 @@
 // abox_test=hello|spam|sleep (power off / print 4000 "spam line NNNNN" lines then power off /
 // wait forever). The rootfs is a blank sparse file.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -189,6 +190,36 @@ TEST_F(QemuVmmE2eTest, QmpAnswersAndTheVmHasNoNetwork) {
   pid_t pid = (*vm)->pid();
   ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
   EXPECT_EQ((*vm)->exit_reason(), "stopped by the host (QMP quit)");
+  EXPECT_TRUE(ProcessGone(pid));
+  EXPECT_FALSE(std::filesystem::exists(spec.run_dir));
+}
+
+// A host that refuses the jail's namespaces (no unprivileged user namespaces, a container that
+// forbids them) still gets its VM, without them, and state.json says so. Flags the kernel
+// refuses (a new user namespace sharing the caller's filesystem attributes: EINVAL) stand in
+// for that host.
+TEST_F(QemuVmmE2eTest, AHostThatRefusesTheNamespacesGetsQemuWithoutThemAndSaysSo) {
+  QemuVmmOptions options;
+  options.jail_namespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_FS;
+  absl::StatusOr<std::unique_ptr<QemuVmm>> refusing = QemuVmm::Create(options);
+  ASSERT_TRUE(refusing.ok()) << refusing.status();
+  VmSpec spec = Spec("refused", "sleep");
+  absl::StatusOr<std::unique_ptr<Vm>> vm = (*refusing)->StartVm(spec);
+  ASSERT_TRUE(vm.ok()) << vm.status();
+  absl::StatusOr<VmState> state = ReadVmState(spec.run_dir);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_THAT(state->privileges, HasSubstr("QEMU runs without its own namespaces and root: the "
+                                           "host refused them"));
+  std::error_code ec;
+  EXPECT_EQ(std::filesystem::read_symlink(absl::StrCat("/proc/", (*vm)->pid(), "/ns/mnt"), ec),
+            std::filesystem::read_symlink("/proc/self/ns/mnt", ec));
+  absl::StatusOr<std::string> proc =
+      base::ReadFile(absl::StrCat("/proc/", (*vm)->pid(), "/status"));
+  ASSERT_TRUE(proc.ok());
+  EXPECT_THAT(*proc, HasSubstr("NoNewPrivs:\t1"));  // what it keeps without the namespaces
+  EXPECT_THAT(*proc, HasSubstr("Seccomp:\t2"));
+  pid_t pid = (*vm)->pid();
+  ASSERT_TRUE((*vm)->Stop(milliseconds(0)).ok());
   EXPECT_TRUE(ProcessGone(pid));
   EXPECT_FALSE(std::filesystem::exists(spec.run_dir));
 }

@@ -246,9 +246,8 @@ absl::StatusOr<LaunchedQemu> Shim::LaunchJailed() {
     state_.privileges = absl::StrCat(who, "; jail off (ABOX_JAIL=off): no namespaces");
     return LaunchQemu(config_, JailOptionsFor(config_, false), 0);
   }
-  unsigned long namespaces = JailNamespaces(as_root);  // NOLINT(google-runtime-int)
   absl::StatusOr<LaunchedQemu> launched =
-      LaunchQemu(config_, JailOptionsFor(config_, true), namespaces);
+      LaunchQemu(config_, JailOptionsFor(config_, config_.namespaces != 0), config_.namespaces);
   if (launched.ok()) {
     state_.privileges =
         absl::StrCat(who, as_root ? "" : " mapped in its own user namespace",
@@ -268,6 +267,10 @@ absl::StatusOr<LaunchedQemu> Shim::LaunchJailed() {
                 "or AppArmor's kernel.apparmor_restrict_unprivileged_userns=0)");
   spdlog::warn("{}", why);
   state_.privileges = absl::StrCat(who, "; ", why);
+  // The first attempt bound the sockets; they are made again for the second.
+  for (const char* socket : {kQmpSocket, kAgentSocket}) {
+    ::unlink(RunDirPath(config_.run_dir, socket).c_str());
+  }
   return LaunchQemu(config_, JailOptionsFor(config_, false), 0);
 }
 

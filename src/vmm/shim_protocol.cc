@@ -112,6 +112,7 @@ std::string ShimConfigToJson(const ShimConfig& c) {
             {"qemu_binary", c.qemu_binary},
             {"jail_binary", c.jail_binary},
             {"jail", c.jail},
+            {"namespaces", c.namespaces},
             {"accel", AccelName(c.accel)},
             {"accel_note", c.accel_note},
             {"cpus", c.cpus},
@@ -142,6 +143,7 @@ absl::StatusOr<ShimConfig> ShimConfigFromJson(const std::string& text) {
   ABOX_RETURN_IF_ERROR(Get(j, "qemu_binary", &c.qemu_binary));
   ABOX_RETURN_IF_ERROR(Get(j, "jail_binary", &c.jail_binary));
   ABOX_RETURN_IF_ERROR(Get(j, "jail", &c.jail));
+  ABOX_RETURN_IF_ERROR(GetInt(j, "namespaces", &c.namespaces, false));
   ABOX_RETURN_IF_ERROR(GetAccel(j, &c.accel));
   ABOX_RETURN_IF_ERROR(Get(j, "accel_note", &c.accel_note, false));
   ABOX_RETURN_IF_ERROR(GetInt(j, "cpus", &c.cpus));

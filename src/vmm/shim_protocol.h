@@ -42,6 +42,9 @@ struct ShimConfig {
   // false (ABOX_JAIL=off, for measurements only): no namespaces, no new root, no per-VM uid;
   // QEMU still drops to `drop` and keeps its seccomp filter.
   bool jail = true;
+  // With the jail: the CLONE_NEW* flags QEMU is cloned into (JailNamespaces). Where the host
+  // refuses them, QEMU starts without them and state.json says so.
+  uint64_t namespaces = 0;
   Accel accel = Accel::kTcg;
   std::string accel_note;
   int cpus = 1;
