@@ -27,10 +27,8 @@
 namespace abox::cli {
 namespace {
 
-// The limits abox-jail sets (JailOptionsFor, src/vmm/qemu_launch.cc): no core dumps, this many
-// open files, and, for a per-VM uid, this many processes (its threads).
-constexpr uint64_t kJailMaxFiles = 4096;
-constexpr uint64_t kJailMaxProcesses = 256;
+using vmm::kJailMaxFiles;
+using vmm::kJailMaxProcesses;
 
 struct Ctx {
   const HostView& host;

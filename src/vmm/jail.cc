@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -220,6 +221,20 @@ unsigned long JailNamespaces(bool as_root) {  // NOLINT(google-runtime-int)
     flags |= CLONE_NEWUSER;
   }
   return flags;
+}
+
+std::string NamespaceNames(uint64_t flags) {
+  static constexpr std::pair<uint64_t, const char*> kNames[] = {
+      {CLONE_NEWNS, "mnt"},   {CLONE_NEWPID, "pid"}, {CLONE_NEWIPC, "ipc"},
+      {CLONE_NEWUTS, "uts"},  {CLONE_NEWNET, "net"}, {CLONE_NEWCGROUP, "cgroup"},
+      {CLONE_NEWUSER, "user"}};
+  std::vector<std::string> names;
+  for (const auto& [flag, name] : kNames) {
+    if ((flags & flag) != 0) {
+      names.emplace_back(name);
+    }
+  }
+  return absl::StrJoin(names, " ");
 }
 
 std::vector<std::string> JailArgv(const std::string& jail_binary, const JailOptions& o) {

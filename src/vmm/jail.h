@@ -23,6 +23,15 @@ namespace abox::vmm {
 // stands in for it; decision 0021).
 [[nodiscard]] unsigned long JailNamespaces(bool as_root);  // NOLINT(google-runtime-int)
 
+// The limits a VM's QEMU gets (JailOptionsFor; `abox doctor` checks them): open files, and
+// processes (its threads: vCPUs, the I/O pool of up to 64 workers, RCU, migration) when it has a
+// per-VM uid, which makes the limit its own.
+inline constexpr uint64_t kJailMaxFiles = 4096;
+inline constexpr uint64_t kJailMaxProcesses = 256;
+
+// The names of the namespaces in CLONE_NEW* `flags`, e.g. "mnt pid ipc uts net cgroup".
+[[nodiscard]] std::string NamespaceNames(uint64_t flags);
+
 // abox's range of per-VM uids (and gids of the same number) when it runs as root: one per
 // running QEMU, never shared, from 0x7A0B0000 up (above systemd's container ranges, below 2^31).
 inline constexpr uid_t kVmUidBase = 0x7A0B0000;

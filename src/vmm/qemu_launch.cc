@@ -87,13 +87,12 @@ JailOptions JailOptionsFor(const ShimConfig& c, bool namespaces) {
     j.uid = c.drop->uid;
     j.gid = c.drop->gid;
     j.groups = c.drop->groups;
-    // A uid no other process has: the process limit bounds this QEMU alone (its threads: vCPUs,
-    // the I/O pool of up to 64 workers, RCU, migration).
-    j.max_processes = 256;
+    // A uid no other process has: the process limit bounds this QEMU alone.
+    j.max_processes = kJailMaxProcesses;
   } else if (namespaces) {
     j.user_namespace = true;
   }
-  j.max_files = 4096;
+  j.max_files = kJailMaxFiles;
   if (namespaces) {
     j.new_root = c.run_dir;
     // What a dynamically linked QEMU needs to exec and run: /usr (binary, libraries, firmware

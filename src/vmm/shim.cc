@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): sigabbrev_np, signalfd types
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -249,11 +250,11 @@ absl::StatusOr<LaunchedQemu> Shim::LaunchJailed() {
   absl::StatusOr<LaunchedQemu> launched =
       LaunchQemu(config_, JailOptionsFor(config_, config_.namespaces != 0), config_.namespaces);
   if (launched.ok()) {
-    state_.privileges =
-        absl::StrCat(who, as_root ? "" : " mapped in its own user namespace",
-                     "; namespaces: mnt pid ipc uts net cgroup", as_root ? "" : " user",
-                     "; root: a read-only tmpfs with /usr, /dev/{null,zero,urandom",
-                     config_.accel == Accel::kKvm ? ",kvm" : "", "} and its own /proc");
+    state_.privileges = absl::StrCat(
+        who, (config_.namespaces & CLONE_NEWUSER) != 0 ? " mapped in its own user namespace" : "",
+        "; namespaces: ", NamespaceNames(config_.namespaces),
+        "; root: a read-only tmpfs with /usr, /dev/{null,zero,urandom",
+        config_.accel == Accel::kKvm ? ",kvm" : "", "} and its own /proc");
     return launched;
   }
   if (!absl::StrContains(launched.status().message(), "clone(new namespaces)")) {
